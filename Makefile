@@ -1,0 +1,28 @@
+# The two commands of the README. Both install what is missing, then build.
+BUILD   ?= build
+JOBS    ?= 2
+MODEL   ?= models/smollm2-135m-instruct-q4_1.gguf
+FUZZ_SECONDS ?= 60
+
+.PHONY: all setup build run test fuzz clean
+all: build
+
+setup:
+	@scripts/setup.sh
+
+build: setup
+	@[ -f $(BUILD)/build.ninja ] || cmake -S . -B $(BUILD) -G Ninja >/dev/null
+	@cmake --build $(BUILD) -j$(JOBS)
+
+run: build
+	@$(BUILD)/ggflow inspect $(MODEL)
+
+test: build
+	@ctest --test-dir $(BUILD) -j$(JOBS) --output-on-failure
+	@FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz.sh
+
+fuzz: setup
+	@FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz.sh
+
+clean:
+	rm -rf $(BUILD) build-fuzz
