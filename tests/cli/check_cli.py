@@ -1,0 +1,127 @@
+#!/usr/bin/env python3
+"""End-to-end checks of the `ggflow` command line, as a user runs it.
+
+    check_cli.py GGFLOW ROOT SHARED
+
+- `ggflow inspect` on the real models shows the facts issue #2 names (arch, blocks, heads,
+  embedding), on every shared model and vocabulary file succeeds, and on a missing, non-GGUF or
+  damaged file prints exactly one line on stderr, nothing on stdout, and exits 1.
+- `ggflow template -m MODEL` prints exactly what jinja2 rendered for the model's own template
+  (expected outputs in tests/genai/data/templates/, written by python/gen_template_expected.py).
+Models that are absent are skipped with the reason from models/<name>.missing.
+"""
+import json
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+failures = []
+
+
+def run(*args):
+    return subprocess.run([str(a) for a in args], capture_output=True)
+
+
+def check(cond, what):
+    print(("ok   " if cond else "FAIL ") + what)
+    if not cond:
+        failures.append(what)
+
+
+def model(root: Path, name: str):
+    p = root / "models" / name
+    if p.exists():
+        return p
+    why = (root / "models" / (name + ".missing"))
+    print(f"skip {name}: {why.read_text().strip() if why.exists() else 'not found; run scripts/setup.sh'}")
+    return None
+
+
+def inspect_facts(ggflow, root):
+    smol = model(root, "smollm2-135m-instruct-q4_1.gguf")
+    if smol:
+        r = run(ggflow, "inspect", smol, "--json")
+        j = json.loads(r.stdout)
+        m = j["metadata"]
+        check(r.returncode == 0 and j["architecture"] == "llama", "smollm2: arch llama")
+        check(m["llama.block_count"] == 30, "smollm2: 30 blocks")
+        check(m["llama.attention.head_count"] == 9, "smollm2: 9 heads")
+        check(m["llama.attention.head_count_kv"] == 3, "smollm2: 3 KV heads")
+        check(m["llama.embedding_length"] == 576, "smollm2: embedding 576")
+        check(j["tokenizer"]["vocab_size"] == 49152 and j["tokenizer"]["chat_template"] is True,
+              "smollm2: tokenizer summary (49152 tokens, chat template)")
+        t = run(ggflow, "inspect", smol, "--tensors").stdout.decode()
+        check("token_embd.weight" in t and "Q8_0" in t and "ne (GGML order)" in t, "smollm2: --tensors lists tensors")
+    gemma = model(root, "gemma3-270m-q4_k_m.gguf")
+    if gemma:
+        r = run(ggflow, "inspect", gemma)
+        check(r.returncode == 0 and b"architecture:  gemma3" in r.stdout, "gemma3: arch gemma3")
+
+
+def inspect_shared(ggflow, shared):
+    files = sorted(shared.glob("models/*.gguf")) + sorted(shared.glob("data/tokenizer/*.gguf"))
+    if not files:
+        print(f"skip shared files: none under {shared}")
+    bad = [f.name for f in files if run(ggflow, "inspect", f).returncode != 0]
+    check(not bad, f"inspect reads all {len(files)} shared files" + (f" (failed: {bad})" if bad else ""))
+
+
+def inspect_errors(ggflow, shared):
+    with tempfile.TemporaryDirectory() as d:
+        d = Path(d)
+        (d / "text.gguf").write_text("hello, not a model\n")
+        (d / "empty.gguf").write_bytes(b"")
+        cases = {"missing": d / "nope.gguf", "not GGUF": d / "text.gguf", "empty": d / "empty.gguf", "directory": d}
+        src = shared / "models" / "stories260K.gguf"
+        if src.exists():
+            b = src.read_bytes()
+            (d / "truncated.gguf").write_bytes(b[: len(b) // 2])
+            damaged = bytearray(b)
+            damaged[8:16] = (0xFFFFFFFF).to_bytes(8, "little")  # n_tensors
+            (d / "damaged.gguf").write_bytes(damaged)
+            cases["truncated"] = d / "truncated.gguf"
+            cases["damaged n_tensors"] = d / "damaged.gguf"
+        for what, path in cases.items():
+            r = run(ggflow, "inspect", path)
+            lines = r.stderr.decode().strip().splitlines()
+            check(r.returncode == 1 and len(lines) == 1 and not r.stdout and lines[0].startswith("ggflow inspect: "),
+                  f"inspect {what}: exit 1, one line on stderr ({lines[0] if lines else ''})")
+
+
+def template_model(ggflow, root):
+    smol = model(root, "smollm2-135m-instruct-q4_1.gguf")
+    if not smol:
+        return
+    data = root / "tests/genai/data/templates"
+    cases = {c["name"]: c for c in json.loads((data / "cases.json").read_text())}
+    expected = json.loads((data / "expected/smollm2-135m-instruct-q4_1.json").read_text())
+    sys.path.insert(0, str(root / "python"))
+    from gen_template_expected import BOS, EOS  # the values the expected outputs were rendered with
+    with tempfile.TemporaryDirectory() as d:
+        for name, want in expected["cases"].items():
+            case = cases[name]
+            msgs = Path(d) / f"{name}.json"
+            msgs.write_text(json.dumps({k: v for k, v in case.items() if k not in ("name", "add_generation_prompt")}))
+            args = [ggflow, "template", "-m", smol, "--messages", msgs, "--bos", BOS, "--eos", EOS]
+            if case.get("add_generation_prompt"):
+                args.append("--add-generation-prompt")
+            r = run(*args)
+            if "output" in want:
+                check(r.returncode == 0 and r.stdout.decode() == want["output"], f"template -m smollm2, case {name}: exact output")
+            else:
+                check(r.returncode != 0 and not r.stdout, f"template -m smollm2, case {name}: refused like jinja2")
+
+
+def main():
+    ggflow, root, shared = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
+    inspect_facts(ggflow, root)
+    inspect_shared(ggflow, shared)
+    inspect_errors(ggflow, shared)
+    template_model(ggflow, root)
+    print(f"{len(failures)} failed")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
