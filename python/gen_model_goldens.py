@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+"""Golden logits from llama.cpp (llama-cpp-python) for ggflow's model conformance tests.
+
+For each model: a fixed prompt (token ids, tokenized once by llama.cpp and then stored) is
+prefilled with logits for every position (logits_all=True), then a few greedy decode steps feed
+llama.cpp's own argmax back. The output JSON (tests/conformance/goldens/<name>.json) records:
+
+  tokens          every token fed, prompt first then the decode tokens (teacher forcing input)
+  n_prompt        how many of them are the prompt
+  rows[i]         the logits after token i: top-k ids and values (k = 32), argmax, the margin
+                  between the top two logits, and a summary of the full row (mean, std, an xxhash
+                  of the f32 bytes: informational, the row itself is not committed)
+  full[i]         the whole row, only for small vocabularies (stories260K, 512 tokens)
+  greedy          (stories260K) the 32-token greedy continuation after the prompt
+
+llama.cpp settings: n_threads=2, n_ctx=256, f32 K/V cache (type_k = type_v = 0), flash attention
+off, so that the only numeric difference to ggflow's reference evaluator is llama.cpp's own
+kernels (it converts activations to 8 bits (Q8_0/Q8_1/Q8_K) before dot products with quantized
+weights, and to f16 for f16 weights; the evaluator computes in f32).
+
+Needs llama-cpp-python (not in .venv): run with /tmp/oracle-venv/bin/python or any venv that has
+`pip install llama-cpp-python numpy`.
+
+usage: gen_model_goldens.py [--only NAME] [--qwen2 PATH]
+  the synthetic qwen2 file is written first by python/make_synthetic_qwen2.py (default path
+  build-fe/synthetic-qwen2.gguf).
+"""
+import argparse
+import hashlib
+import json
+import os
+import sys
+
+import numpy as np
+import llama_cpp
+
+ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+SHARED = os.path.normpath(os.path.join(ROOT, "..", "shared"))
+OUT_DIR = os.path.join(ROOT, "tests", "conformance", "goldens")
+TOP_K = 32
+
+# name -> (path, prompt text, add_bos, decode steps, greedy tokens)
+MODELS = {
+    "stories260K": (os.path.join(SHARED, "models", "stories260K.gguf"), "Once upon a time, there was a little", True, 3, 32),
+    "smollm2": (os.path.join(ROOT, "models", "smollm2-135m-instruct-q4_1.gguf"), "The capital of France is Paris, and the capital of Italy is", False, 4, 0),
+    "gemma3": (os.path.join(ROOT, "models", "gemma3-270m-q4_k_m.gguf"), "The quick brown fox jumps over the lazy dog because", True, 4, 0),
+    "qwen2-synthetic": (os.path.join(ROOT, "build-fe", "synthetic-qwen2.gguf"), "Hello world, this is a test", False, 3, 0),
+}
+
+
+def row_summary(row):
+    row = np.asarray(row, dtype=np.float32)
+    order = np.argsort(-row, kind="stable")
+    top = order[:TOP_K]
+    return {
+        "argmax": int(order[0]),
+        "margin": float(row[order[0]] - row[order[1]]),
+        "top_ids": [int(i) for i in top],
+        "top_logits": [float(row[i]) for i in top],
+        "mean": float(row.astype(np.float64).mean()),
+        "std": float(row.astype(np.float64).std()),
+        "sha256_f32": hashlib.sha256(row.tobytes()).hexdigest()[:16],
+    }
+
+
+def make_llm(path):
+    return llama_cpp.Llama(model_path=path, n_ctx=256, n_batch=256, n_ubatch=256, n_threads=2,
+                           n_threads_batch=2, logits_all=True, type_k=0, type_v=0,
+                           flash_attn=False, seed=0, verbose=False)
+
+
+def generate(name, path, text, add_bos, n_decode, n_greedy):
+    llm = make_llm(path)
+    prompt = llm.tokenize(text.encode(), add_bos=add_bos, special=False)
+    n_vocab = llm.n_vocab()
+    llm.reset()
+    llm.eval(prompt)
+    rows = [np.array(llm.scores[i], dtype=np.float32) for i in range(len(prompt))]
+    tokens = list(prompt)
+    for _ in range(n_decode):
+        nxt = int(np.argmax(rows[-1]))
+        tokens.append(nxt)
+        llm.eval([nxt])
+        rows.append(np.array(llm.scores[len(tokens) - 1], dtype=np.float32))
+    out = {
+        "model": name,
+        "file": os.path.relpath(path, ROOT),
+        "oracle": f"llama-cpp-python {llama_cpp.__version__}, n_threads=2, f32 KV cache, flash_attn off",
+        "prompt_text": text,
+        "n_vocab": n_vocab,
+        "n_prompt": len(prompt),
+        "tokens": tokens,
+        "rows": [row_summary(r) for r in rows],
+    }
+    if n_vocab <= 1024:
+        out["full"] = [[float(f"{v:.7g}") for v in r] for r in rows]
+    if n_greedy:
+        # a fresh context: prompt, then argmax one token at a time (what `ggflow run` does)
+        llm.reset()
+        llm.eval(prompt)
+        greedy = []
+        last = np.array(llm.scores[len(prompt) - 1], dtype=np.float32)
+        for _ in range(n_greedy):
+            nxt = int(np.argmax(last))
+            greedy.append(nxt)
+            llm.eval([nxt])
+            last = np.array(llm.scores[len(prompt) + len(greedy) - 1], dtype=np.float32)
+        out["greedy"] = greedy
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--only", action="append")
+    ap.add_argument("--qwen2", help="path of the synthetic qwen2 gguf")
+    a = ap.parse_args()
+    if a.qwen2:
+        MODELS["qwen2-synthetic"] = (a.qwen2,) + MODELS["qwen2-synthetic"][1:]
+    os.makedirs(OUT_DIR, exist_ok=True)
+    for name, (path, text, bos, n_decode, n_greedy) in MODELS.items():
+        if a.only and name not in a.only:
+            continue
+        if not os.path.exists(path):
+            print(f"skip {name}: {path} is missing", file=sys.stderr)
+            continue
+        g = generate(name, path, text, bos, n_decode, n_greedy)
+        dst = os.path.join(OUT_DIR, name + ".json")
+        with open(dst, "w") as f:
+            json.dump(g, f, separators=(",", ":"))
+        margins = [r["margin"] for r in g["rows"]]
+        print(f"{name}: {len(g['tokens'])} positions ({g['n_prompt']} prompt), min top-2 margin {min(margins):.4f} -> {dst}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

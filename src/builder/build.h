@@ -1,0 +1,49 @@
+// The native .gguf graph builder: one generic dense-transformer builder (transformer.cpp) that
+// turns a GGUF file into a GgmlGraph, with the per-architecture differences read from metadata
+// (hparams.h). The graph follows llama.cpp's graphs for the same architectures op for op.
+//
+// The graph's inputs and outputs are a contract shared with the raw runner and the layout
+// adaptation passes (DESIGN.md section 3). Shapes in GGML order (innermost first); T tokens of
+// this step, KV = cache rows (past + T), O = rows that need logits:
+//
+//   inp_tokens          i32 [T]             token ids
+//   inp_pos             i32 [T]             positions
+//   inp_out_ids         i32 [O]             rows that need logits (llama.cpp's inp_out_ids)
+//   self_kv_idxs        i64 [T]             cache row written by each token (llama.cpp's k_idxs/v_idxs)
+//   self_kq_mask        f32 [KV, T]         additive causal mask (0 or -inf)
+//   self_kq_mask_swa    f32 [KV, T]         the same with the sliding window (gemma3 only)
+//   cache_k_lN          f32 [n_embd_kv, KV] layer N's keys, rows 0..KV-1 (the runner owns them)
+//   cache_v_lN          f32 [n_embd_kv, KV]
+// outputs:
+//   logits              f32 [n_vocab, O]
+//   cache_k_lN_out      f32 [n_embd_kv, KV] the caches after SET_ROWS wrote this step's rows
+//   cache_v_lN_out
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "builder/hparams.h"
+#include "frontend/ggml_graph.h"
+#include "gguf/file.h"
+
+namespace ggflow::builder {
+
+struct BuildOptions {
+  bool flash_attn = true;   // FLASH_ATTN_EXT; false: MUL_MAT + SOFT_MAX + MUL_MAT as llama.cpp without -fa
+};
+
+struct BuiltModel {
+  HParams hp;
+  frontend::GgmlGraph graph;
+};
+
+// Errors: unsupported architecture, a missing metadata key or tensor (named), a tensor whose
+// shape does not fit the hyper-parameters.
+Result<BuiltModel> build(const gguf::File& file, const BuildOptions& opt = {});
+
+// Names of the per-layer cache inputs and outputs.
+std::string cache_k_name(int64_t layer);
+std::string cache_v_name(int64_t layer);
+
+}  // namespace ggflow::builder

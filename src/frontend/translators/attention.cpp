@@ -1,0 +1,33 @@
+// SOFT_MAX and FLASH_ATTN_EXT.
+//   SOFT_MAX(x [KV, T, H], mask? [KV, T], scale): softmax over ne0 of x*scale + mask. ALiBi
+//     (max_bias != 0) is not supported.
+//   FLASH_ATTN_EXT(q [D, T, H], k [D, KV, Hkv], v [Dv, KV, Hkv], mask? [KV, T], scale)
+//     -> [Dv, H, T]: in IR order q [B, H, T, D], k, v [B, Hkv, KV, D] are exactly what
+//     ScaledDotProductAttention takes (GQA included); its [B, H, T, Dv] output is transposed to
+//     [B, T, H, Dv], GGML's result layout. Logit soft-capping is not supported.
+#include "frontend/translate_ctx.h"
+#include "ir/ops.h"
+
+namespace ggflow::frontend {
+
+Result<ir::Value> translate_SOFT_MAX(TranslateContext& c) {
+  const auto& p = c.tensor().p<SoftMaxParams>();
+  if (p.max_bias != 0.0f) return c.error("ALiBi (max_bias) is not supported");
+  ir::NodePtr x = ir::ops::multiply(c.in(0), ir::ops::scalar_f32(p.scale));
+  if (c.n_src() == 2) x = ir::ops::add(x, c.in(1));
+  return ir::Value(ir::ops::softmax(x, -1));
+}
+
+Result<ir::Value> translate_FLASH_ATTN_EXT(TranslateContext& c) {
+  const auto& p = c.tensor().p<FlashAttnParams>();
+  if (p.max_bias != 0.0f) return c.error("ALiBi (max_bias) is not supported");
+  if (p.logit_softcap != 0.0f) return c.error("logit soft-capping is not supported");
+  std::optional<ir::Value> mask;
+  if (c.n_src() >= 4) mask = c.in(3);
+  float scale = p.scale;
+  if (scale == 0.0f) return c.error("scale 0 is not supported (the IR reads 0 as 1/sqrt(D))");
+  auto o = ir::ops::sdpa(c.in(0), c.in(1), c.in(2), mask, false, scale);           // [B, H, T, Dv]
+  return ir::Value(ir::ops::transpose(o, {0, 2, 1, 3}));                           // [B, T, H, Dv]
+}
+
+}  // namespace ggflow::frontend

@@ -1,0 +1,199 @@
+// The native builder: graph structure for real files, and clear errors for files it cannot build.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "builder/build.h"
+#include "gguf/writer.h"
+
+namespace ggflow::builder {
+namespace {
+
+using frontend::GgmlOp;
+
+const std::string kStories = std::string(GGFLOW_SHARED) + "/models/stories260K.gguf";
+
+int count(const frontend::GgmlGraph& g, GgmlOp op) {
+  int n = 0;
+  for (const auto& t : g.tensors()) n += t.leaf == frontend::LeafKind::none && t.op == op;
+  return n;
+}
+
+TEST(Builder, Stories260KGraph) {
+  auto f = gguf::File::open(kStories);
+  ASSERT_TRUE(f) << f.error().str();
+  auto m = build(*f);
+  ASSERT_TRUE(m) << m.error().str();
+  const auto& g = m->graph;
+  EXPECT_EQ(m->hp.n_layer, 5);
+  EXPECT_EQ(m->hp.n_head, 8);
+  EXPECT_EQ(m->hp.n_head_kv, 4);
+  EXPECT_EQ(m->hp.head_dim, 8);
+  EXPECT_EQ(m->hp.n_vocab, 512);
+  // inputs: 5 shared + 2 caches per layer, named by the contract
+  std::vector<std::string> names;
+  for (int id : g.inputs()) names.push_back(g.tensor(id).name);
+  ASSERT_EQ(names.size(), 5u + 2 * 5);
+  EXPECT_EQ(names[0], "inp_tokens");
+  EXPECT_EQ(names[1], "inp_pos");
+  EXPECT_EQ(names[2], "inp_out_ids");
+  EXPECT_EQ(names[3], "self_kv_idxs");
+  EXPECT_EQ(names[4], "self_kq_mask");
+  EXPECT_EQ(names[5], "cache_k_l0");
+  EXPECT_EQ(names[6], "cache_v_l0");
+  EXPECT_EQ(g.tensor(g.inputs()[0]).type, gguf::GgmlType::I32);
+  EXPECT_EQ(g.ne_str(g.tensor(g.inputs()[0]).ne), "[T, 1, 1, 1]");
+  EXPECT_EQ(g.ne_str(g.tensor(g.inputs()[4]).ne), "[KV, T, 1, 1]");
+  EXPECT_EQ(g.ne_str(g.tensor(g.inputs()[5]).ne), "[32, KV, 1, 1]");
+  // outputs: logits [V, O] and the updated caches
+  ASSERT_EQ(g.outputs().size(), 1u + 2 * 5);
+  EXPECT_EQ(g.outputs().back().name, "logits");
+  EXPECT_EQ(g.ne_str(g.tensor(g.outputs().back().id).ne), "[512, O, 1, 1]");
+  EXPECT_EQ(g.outputs()[0].name, "cache_k_l0_out");
+  EXPECT_EQ(count(g, GgmlOp::FLASH_ATTN_EXT), 5);
+  EXPECT_EQ(count(g, GgmlOp::SET_ROWS), 10);
+  EXPECT_EQ(count(g, GgmlOp::ROPE), 10);
+  EXPECT_EQ(count(g, GgmlOp::GET_ROWS), 3);  // embedding + two row selections in the last layer
+  EXPECT_EQ(count(g, GgmlOp::MUL_MAT), 5 * 7 + 1);
+  // weights point into the mapped file
+  const auto* w = g.find("blk.0.attn_q.weight");
+  ASSERT_NE(w, nullptr);
+  EXPECT_EQ(w->leaf, frontend::LeafKind::weight);
+  EXPECT_EQ(w->n_dims, 2);
+  EXPECT_EQ(w->data.size(), 64u * 64 * 4);
+  EXPECT_GE(w->data.data(), f->bytes()->span().data());
+  EXPECT_TRUE(g.status().ok());
+}
+
+TEST(Builder, NonFlashAttentionGraph) {
+  auto f = gguf::File::open(kStories);
+  ASSERT_TRUE(f);
+  auto m = build(*f, BuildOptions{.flash_attn = false});
+  ASSERT_TRUE(m) << m.error().str();
+  EXPECT_EQ(count(m->graph, GgmlOp::FLASH_ATTN_EXT), 0);
+  EXPECT_EQ(count(m->graph, GgmlOp::SOFT_MAX), 5);
+}
+
+// A tiny llama-shaped file from the writer; `skip_key` / `skip_tensor` leave one thing out.
+std::vector<uint8_t> tiny(const std::string& arch, const std::string& skip_key = {}, const std::string& skip_tensor = {}) {
+  gguf::Writer w;
+  w.set_str("general.architecture", arch);
+  auto u32 = [&](const std::string& k, uint32_t v) { if (k != skip_key) w.set_u32(arch + "." + k, v); };
+  u32("block_count", 1);
+  u32("embedding_length", 8);
+  u32("feed_forward_length", 16);
+  u32("attention.head_count", 2);
+  u32("attention.head_count_kv", 1);
+  if (skip_key != "attention.layer_norm_rms_epsilon") w.set_f32(arch + ".attention.layer_norm_rms_epsilon", 1e-5f);
+  auto t = [&](const std::string& n, std::vector<uint64_t> ne) {
+    if (n == skip_tensor) return;
+    uint64_t k = 1;
+    for (auto e : ne) k *= e;
+    std::vector<float> v(k, 0.5f);
+    (void)w.add_tensor_f32(n, ne, v);
+  };
+  t("token_embd.weight", {8, 32});
+  t("output_norm.weight", {8});
+  t("blk.0.attn_norm.weight", {8});
+  t("blk.0.attn_q.weight", {8, 8});
+  t("blk.0.attn_k.weight", {8, 4});
+  t("blk.0.attn_v.weight", {8, 4});
+  t("blk.0.attn_output.weight", {8, 8});
+  t("blk.0.ffn_norm.weight", {8});
+  t("blk.0.ffn_gate.weight", {8, 16});
+  t("blk.0.ffn_up.weight", {8, 16});
+  t("blk.0.ffn_down.weight", {16, 8});
+  return w.to_bytes();
+}
+
+Result<BuiltModel> build_bytes(const std::vector<uint8_t>& b) {
+  auto f = gguf::File::parse(b);
+  if (!f) return f.error();
+  return build(*f);
+}
+
+TEST(Builder, TinyLlamaBuilds) {
+  auto m = build_bytes(tiny("llama"));
+  ASSERT_TRUE(m) << m.error().str();
+  EXPECT_EQ(m->hp.head_dim, 4);
+}
+
+TEST(Builder, UnsupportedArchitectureIsNamed) {
+  auto m = build_bytes(tiny("mamba"));
+  ASSERT_FALSE(m);
+  EXPECT_NE(m.error().what.find("unsupported architecture 'mamba'"), std::string::npos) << m.error().str();
+  EXPECT_NE(m.error().hint.find("llama, qwen2, gemma3"), std::string::npos) << m.error().str();
+}
+
+TEST(Builder, MissingKeyIsNamed) {
+  for (std::string key : {"block_count", "embedding_length", "feed_forward_length", "attention.head_count",
+                          "attention.layer_norm_rms_epsilon"}) {
+    auto m = build_bytes(tiny("llama", key));
+    ASSERT_FALSE(m) << key;
+    EXPECT_NE(m.error().what.find("missing required key 'llama." + key + "'"), std::string::npos) << m.error().str();
+  }
+}
+
+TEST(Builder, MissingTensorIsNamed) {
+  auto m = build_bytes(tiny("llama", {}, "blk.0.ffn_up.weight"));
+  ASSERT_FALSE(m);
+  EXPECT_NE(m.error().what.find("missing required tensor 'blk.0.ffn_up.weight'"), std::string::npos) << m.error().str();
+  // qwen2 needs the Q/K/V biases the llama file does not have
+  auto q = build_bytes(tiny("qwen2"));
+  ASSERT_FALSE(q);
+  EXPECT_NE(q.error().what.find("'blk.0.attn_q.bias'"), std::string::npos) << q.error().str();
+}
+
+TEST(Builder, WrongTensorShapeIsNamed) {
+  auto b = tiny("llama", {}, "blk.0.attn_k.weight");
+  auto f = gguf::File::parse(b);
+  ASSERT_TRUE(f);
+  // the same file with a wrong-shaped attn_k (8 x 8 instead of 8 x 4)
+  auto bytes = [&] {
+    gguf::Writer x;
+    x.set_str("general.architecture", "llama");
+    x.set_u32("llama.block_count", 1);
+    x.set_u32("llama.embedding_length", 8);
+    x.set_u32("llama.feed_forward_length", 16);
+    x.set_u32("llama.attention.head_count", 2);
+    x.set_u32("llama.attention.head_count_kv", 1);
+    x.set_f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
+    for (const auto& t : f->tensors()) {
+      std::vector<float> v(t.n_elements, 0.5f);
+      (void)x.add_tensor_f32(std::string(t.name), t.ne, v);
+    }
+    std::vector<float> v(64, 0.5f);
+    (void)x.add_tensor_f32("blk.0.attn_k.weight", {8, 8}, v);
+    return x.to_bytes();
+  }();
+  auto m = build_bytes(bytes);
+  ASSERT_FALSE(m);
+  EXPECT_NE(m.error().what.find("tensor 'blk.0.attn_k.weight' has shape [8, 8]"), std::string::npos) << m.error().str();
+}
+
+TEST(Builder, Gemma3LayersAndRopeBases) {
+  std::string path = std::string(GGFLOW_ROOT) + "/models/gemma3-270m-q4_k_m.gguf";
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is missing (see models/*.missing)";
+  auto f = gguf::File::open(path);
+  ASSERT_TRUE(f) << f.error().str();
+  auto m = build(*f);
+  ASSERT_TRUE(m) << m.error().str();
+  const auto& hp = m->hp;
+  EXPECT_EQ(hp.n_layer, 18);
+  EXPECT_EQ(hp.head_dim, 256);
+  EXPECT_EQ(hp.n_swa, 512);
+  for (int il = 0; il < 18; ++il) EXPECT_EQ(hp.swa_layers[il], il % 6 != 5) << il;
+  int global = 0, local = 0;
+  for (const auto& t : m->graph.tensors())
+    if (t.leaf == frontend::LeafKind::none && t.op == GgmlOp::ROPE) {
+      float base = t.p<frontend::RopeParams>().freq_base;
+      EXPECT_EQ(t.p<frontend::RopeParams>().mode, frontend::kRopeNeox);
+      (base == 10000.0f ? local : global) += base == 10000.0f || base == 1000000.0f;
+    }
+  EXPECT_EQ(local, 2 * 15);
+  EXPECT_EQ(global, 2 * 3);
+  EXPECT_NE(m->graph.find("self_kq_mask_swa"), nullptr);
+}
+
+}  // namespace
+}  // namespace ggflow::builder

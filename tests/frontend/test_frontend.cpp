@@ -1,0 +1,126 @@
+// The GGML vocabulary (shape rules, recorded errors), the one place of ne -> IR conversion, and
+// the structure of the shared translators the layout passes rely on.
+#include <gtest/gtest.h>
+
+#include "builder/build.h"
+#include "frontend/layout.h"
+#include "frontend/translate.h"
+#include "ir/ops.h"
+
+namespace ggflow::frontend {
+namespace {
+
+using T = GgmlType;
+
+TEST(GgmlGraph, ShapeRules) {
+  GgmlGraph g;
+  Ext t = g.symbol("T");
+  EXPECT_EQ(g.symbol("T"), t);
+  int x = g.input("x", T::F32, {64, t, 1, 1});
+  std::vector<uint8_t> w(64 * 96 * 4);
+  int wq = g.weight("wq", T::F32, {64, 96, 1, 1}, 2, w, nullptr);
+  int q = g.mul_mat(wq, x);
+  EXPECT_EQ(g.ne_str(g.tensor(q).ne), "[96, T, 1, 1]");
+  int h = g.reshape(q, {16, 6, t, 1});
+  EXPECT_EQ(g.ne_str(g.tensor(g.permute(h, 0, 2, 1, 3)).ne), "[16, T, 6, 1]");
+  EXPECT_EQ(g.ne_str(g.tensor(g.transpose(x)).ne), "[T, 64, 1, 1]");
+  EXPECT_EQ(g.ne_str(g.tensor(g.glu(GgmlGlu::SWIGLU, x, false)).ne), "[32, T, 1, 1]");
+  EXPECT_TRUE(g.status().ok());
+}
+
+TEST(GgmlGraph, ShapeErrorsAreRecordedNotFatal) {
+  GgmlGraph g;
+  int a = g.input("a", T::F32, {64, 3, 1, 1});
+  int b = g.input("b", T::F32, {32, 3, 1, 1});
+  g.mul_mat(a, b);
+  ASSERT_FALSE(g.status().ok());
+  EXPECT_NE(g.status().error().what.find("MUL_MAT"), std::string::npos) << g.status().error().what;
+  EXPECT_NE(g.status().error().what.find("[64, 3, 1, 1]"), std::string::npos);
+  g.reshape(a, {7, 1, 1, 1});  // the first error is kept
+  EXPECT_NE(g.status().error().what.find("MUL_MAT"), std::string::npos);
+  EXPECT_FALSE(translate(g).ok());
+}
+
+TEST(Layout, NeToIrIsReversedInOnePlace) {
+  GgmlGraph g;
+  Ext t = g.symbol("T");
+  SymbolMap syms(g);
+  ir::Shape s = to_ir_shape({576, t, 1, 1}, 4, syms);
+  EXPECT_EQ(s.str(), "[1,1,?T,576]");
+  EXPECT_EQ(to_ir_shape({576, 49152, 1, 1}, 2, syms).str(), "[49152,576]");
+  EXPECT_EQ(to_ir_shape({576, t, 1, 1}, 4, syms)[2], s[2]);  // one IR symbol per GGML symbol
+  EXPECT_EQ(ir_axis(0, 4), 3);
+  EXPECT_EQ(ir_axis(1, 4), 2);
+  // ggml_permute(x, 0, 2, 1, 3) swaps ne1 and ne2: IR axes 1 and 2
+  auto p = ir_perm_of_ggml_permute({0, 2, 1, 3});
+  EXPECT_EQ((std::vector<int64_t>(p.begin(), p.end())), (std::vector<int64_t>{0, 2, 1, 3}));
+  // (1, 2, 0, 3): ne -> [ne2, ne0, ne1, ne3], i.e. IR [n3, n2, n1, n0] -> [n3, n1, n0, n2]
+  p = ir_perm_of_ggml_permute({1, 2, 0, 3});
+  EXPECT_EQ((std::vector<int64_t>(p.begin(), p.end())), (std::vector<int64_t>{0, 2, 3, 1}));
+}
+
+// translate_get_rows keeps the shared contract: Squeeze(0, 1) of the indices, Gather on axis 0,
+// optional Convert, Unsqueeze(axis 0). AdaptToGenAI (not this translator) moves the axis.
+TEST(Translate, GetRowsContract) {
+  for (T table : {T::F32, T::F16}) {
+    GgmlGraph g;
+    Ext t = g.symbol("T");
+    int ids = g.input("inp_tokens", T::I32, {t, 1, 1, 1});
+    std::vector<uint8_t> w(8 * 10 * (table == T::F32 ? 4 : 2));
+    int emb = g.weight("token_embd.weight", table, {8, 10, 1, 1}, 2, w, nullptr);
+    g.add_output("out", g.get_rows(emb, ids));
+    auto m = translate(g);
+    ASSERT_TRUE(m) << m.error().str();
+    auto v = m->output("out");
+    ASSERT_TRUE(v);
+    EXPECT_EQ(v->shape().str(), "[1,1,?T,8]");
+    auto un = v->node;
+    ASSERT_EQ(un->type(), ir::OpType::Unsqueeze);
+    EXPECT_EQ(un->attrs<ir::AxesAttrs>().axes, std::vector<int64_t>{0});
+    auto gather = un->input(0).node;
+    if (table == T::F16) {
+      ASSERT_EQ(gather->type(), ir::OpType::Convert);
+      gather = gather->input(0).node;
+    }
+    ASSERT_EQ(gather->type(), ir::OpType::Gather);
+    EXPECT_EQ(gather->attrs<ir::GatherAttrs>().axis, 0);
+    auto sq = gather->input(1).node;
+    ASSERT_EQ(sq->type(), ir::OpType::Squeeze);
+    EXPECT_EQ(sq->attrs<ir::AxesAttrs>().axes, (std::vector<int64_t>{0, 1}));
+    EXPECT_EQ(sq->input(0).node->name(), "inp_tokens");
+  }
+}
+
+// The whole stories260K graph: inputs and outputs carry the contract's shapes with the same
+// symbols, and no Reshape target pins a leading dim to a literal.
+TEST(Translate, Stories260KRawLayout) {
+  auto f = gguf::File::open(std::string(GGFLOW_SHARED) + "/models/stories260K.gguf");
+  ASSERT_TRUE(f) << f.error().str();
+  auto b = builder::build(*f);
+  ASSERT_TRUE(b) << b.error().str();
+  auto m = translate(b->graph);
+  ASSERT_TRUE(m) << m.error().str();
+  auto shape = [&](const std::string& n) { return m->parameter(n)->out_shape().str(); };
+  EXPECT_EQ(shape("inp_tokens"), "[1,1,1,?T]");
+  EXPECT_EQ(shape("inp_pos"), "[1,1,1,?T]");
+  EXPECT_EQ(shape("inp_out_ids"), "[1,1,1,?O]");
+  EXPECT_EQ(shape("self_kq_mask"), "[1,1,?T,?KV]");
+  EXPECT_EQ(shape("cache_k_l4"), "[1,1,?KV,32]");
+  EXPECT_EQ(m->output("logits")->shape().str(), "[1,1,?O,512]");
+  EXPECT_EQ(m->output("cache_v_l2_out")->shape().str(), "[1,1,?KV,32]");
+  auto order = m->ordered();
+  ASSERT_TRUE(order);
+  int reshapes = 0;
+  for (const auto& n : *order) {
+    if (n->type() != ir::OpType::Reshape || n->input(1).node->type() != ir::OpType::Constant) continue;
+    ++reshapes;
+    auto target = n->input(1).node->attrs<ir::ConstantAttrs>().value.to_i64();
+    if (target.size() == 4) {
+      EXPECT_EQ(target[0], 0) << n->describe() << ": a literal leading dim";
+    }
+  }
+  EXPECT_GT(reshapes, 10);
+}
+
+}  // namespace
+}  // namespace ggflow::frontend
