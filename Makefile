@@ -2,6 +2,7 @@
 BUILD   ?= build
 JOBS    ?= 2
 MODEL   ?= models/smollm2-135m-instruct-q4_1.gguf
+PROMPT  ?= What is the capital of France? Answer in one sentence.
 FUZZ_SECONDS ?= 60
 
 .PHONY: all setup build run test fuzz clean
@@ -15,7 +16,7 @@ build: setup
 	@cmake --build $(BUILD) -j$(JOBS)
 
 run: build
-	@$(BUILD)/ggflow inspect $(MODEL)
+	@$(BUILD)/ggflow run -m $(MODEL) --chat -p "$(PROMPT)" -n 64 --temperature 0
 
 test: build
 	@ctest --test-dir $(BUILD) -j$(JOBS) --output-on-failure

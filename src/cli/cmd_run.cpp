@@ -1,14 +1,23 @@
-// `ggflow run --engine raw -m FILE --tokens 1,2,3 -n N [--dump-logits FILE] [--no-flash-attn]`:
-// greedy generation from token ids with the raw runner (the translated GGML-layout graph on the
-// IR reference evaluator). Prints the generated ids, comma-separated, on one line.
-// --dump-logits writes the logits each generated token was chosen from as raw little-endian f32,
-// [n, n_vocab]. Text prompts (-p) need the tokenizer and are not handled here yet.
+// `ggflow run`: generate from a model.
+//
+//   ggflow run -m FILE -p TEXT [--chat] [-n N] [--temperature T] [--top-k K] [--top-p P] [--min-p P]
+//              [--repeat-penalty R] [--presence-penalty P] [--frequency-penalty F] [--seed S]
+//              [--stop STR]...      text in, text streamed to stdout, statistics on stderr
+//   ggflow run -m FILE --tokens 1,2,3 [-n N] [--dump-logits FILE] [--no-flash-attn]
+//              token ids in, greedy ids out (comma-separated, one line): the layout-equivalence
+//              runner. --dump-logits writes the logits each generated token was chosen from as raw
+//              little-endian f32, [n, n_vocab].
+// --engine selects the layout that runs the graph (raw: the translated GGML graph on the IR
+// reference evaluator).
 #include <chrono>
 #include <cstdio>
 #include <sstream>
 
+#include <nlohmann/json.hpp>
+
 #include "builder/raw_runner.h"
 #include "cli/commands.h"
+#include "pipeline/llm_pipeline.h"
 
 namespace ggflow::cli {
 namespace {
@@ -31,57 +40,95 @@ Result<std::vector<int32_t>> parse_ids(const std::string& s) {
   return ids;
 }
 
-void add(CLI::App& app, int& rc) {
-  auto* cmd = app.add_subcommand("run", "Generate greedily from token ids");
-  struct Opts {
-    std::string engine = "raw", model, tokens, prompt, dump;
-    int n = 16;
-    bool no_fa = false, timing = false;
+struct Opts {
+  std::string engine = "raw", model, tokens, prompt, dump;
+  int n = -1;
+  bool chat = false, no_fa = false, timing = false;
+  genai::SamplingParams sp;
+  int64_t seed = -1;
+};
+
+Status run_tokens(const Opts& o) {
+  auto ids = parse_ids(o.tokens);
+  if (!ids) return ids.error();
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = builder::RawRunner::open(o.model, builder::BuildOptions{.flash_attn = !o.no_fa});
+  if (!r) return r.error();
+  for (int32_t id : *ids)
+    if (id >= (*r)->hparams().n_vocab)
+      return make_error("token id " + std::to_string(id) + " is outside the vocabulary (" +
+                        std::to_string((*r)->hparams().n_vocab) + " tokens)");
+  std::vector<float> logits;
+  auto out = (*r)->generate_greedy(*ids, o.n < 0 ? 16 : o.n, o.dump.empty() ? nullptr : &logits);
+  if (!out) return out.error();
+  std::string line;
+  for (size_t i = 0; i < out->size(); ++i) line += (i ? "," : "") + std::to_string((*out)[i]);
+  std::printf("%s\n", line.c_str());
+  if (!o.dump.empty()) {
+    FILE* f = std::fopen(o.dump.c_str(), "wb");
+    const bool ok = f && std::fwrite(logits.data(), sizeof(float), logits.size(), f) == logits.size();
+    if (f) std::fclose(f);
+    if (!ok) return make_error("cannot write '" + o.dump + "'", "check the path and free disk space");
+  }
+  if (o.timing)
+    std::fprintf(stderr, "ggflow run: %.2f s\n", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  return {};
+}
+
+Status run_text(Opts o) {
+  auto model = pipeline::open_raw_model(o.model);
+  if (!model) return model.error();
+  auto pipe = pipeline::LLMPipeline::create(o.model, std::move(*model));
+  if (!pipe) return pipe.error();
+  o.sp.max_tokens = o.n < 0 ? 256 : o.n;
+  if (o.seed >= 0) o.sp.seed = static_cast<uint64_t>(o.seed);
+  auto stream = [](std::string_view text) {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
+    return true;
   };
+  auto res = o.chat ? (*pipe)->chat(nlohmann::ordered_json::array({{{"role", "user"}, {"content", o.prompt}}}), o.sp, stream)
+                    : (*pipe)->generate(o.prompt, o.sp, stream);
+  if (!res) return res.error();
+  std::printf("\n");
+  const auto& u = res->usage;
+  const auto& t = res->timing;
+  std::fprintf(stderr, "ggflow run: %lld prompt tokens, %lld generated (%s); time to first token %.2f s, %.2f tokens/s\n",
+               static_cast<long long>(u.prompt_tokens), static_cast<long long>(u.completion_tokens),
+               res->finish == genai::FinishReason::Length ? "length" : "stop", t.time_to_first_token_s,
+               t.time_per_output_token_s > 0 ? 1.0 / t.time_per_output_token_s : 0.0);
+  return {};
+}
+
+void add(CLI::App& app, int& rc) {
+  auto* cmd = app.add_subcommand("run", "Generate text (or token ids) from a model");
   auto o = std::make_shared<Opts>();
-  cmd->add_option("--engine", o->engine, "execution engine (raw: the reference evaluator)");
+  cmd->add_option("--engine", o->engine, "layout that runs the graph: raw")->check(CLI::IsMember({"raw"}));
   cmd->add_option("-m,--model", o->model, "the .gguf model")->required();
-  cmd->add_option("--tokens", o->tokens, "prompt token ids, comma-separated");
-  cmd->add_option("-p,--prompt", o->prompt, "prompt text (not supported yet)");
-  cmd->add_option("-n", o->n, "tokens to generate");
-  cmd->add_option("--dump-logits", o->dump, "write the logits of each generated token (raw f32) here");
-  cmd->add_flag("--no-flash-attn", o->no_fa, "build attention from MUL_MAT + SOFT_MAX instead of FLASH_ATTN_EXT");
-  cmd->add_flag("--timing", o->timing, "print the time taken on stderr");
+  cmd->add_option("-p,--prompt", o->prompt, "prompt text");
+  cmd->add_flag("--chat", o->chat, "wrap the prompt in the model's chat template as a user message");
+  cmd->add_option("--tokens", o->tokens, "prompt token ids, comma-separated (greedy ids out)");
+  cmd->add_option("-n,--max-tokens", o->n, "tokens to generate (default: 256 for text, 16 for --tokens)");
+  cmd->add_option("--temperature", o->sp.temperature, "0 = greedy")->capture_default_str();
+  cmd->add_option("--top-k", o->sp.top_k, "0 = off");
+  cmd->add_option("--top-p", o->sp.top_p, "1 = off");
+  cmd->add_option("--min-p", o->sp.min_p, "0 = off");
+  cmd->add_option("--repeat-penalty", o->sp.repetition_penalty, "1 = off");
+  cmd->add_option("--presence-penalty", o->sp.presence_penalty, "0 = off");
+  cmd->add_option("--frequency-penalty", o->sp.frequency_penalty, "0 = off");
+  cmd->add_option("--seed", o->seed, "random seed (default: random)");
+  cmd->add_option("--stop", o->sp.stop, "stop string (repeatable); never printed");
+  cmd->add_option("--dump-logits", o->dump, "with --tokens: write the logits of each generated token (raw f32)");
+  cmd->add_flag("--no-flash-attn", o->no_fa, "with --tokens: attention as MUL_MAT + SOFT_MAX instead of FLASH_ATTN_EXT");
+  cmd->add_flag("--timing", o->timing, "with --tokens: print the time taken on stderr");
   cmd->callback([o, &rc] {
-    if (o->engine != "raw") { rc = fail("run", make_error("engine '" + o->engine + "' is not available", "use --engine raw")); return; }
-    if (!o->prompt.empty() || o->tokens.empty()) {
-      rc = fail("run", make_error(o->prompt.empty() ? "no prompt" : "text prompts (-p) are not supported by `run` yet",
-                                  "pass token ids with --tokens 1,2,3 (e.g. from `ggflow tokenize`)"));
+    if (o->prompt.empty() == o->tokens.empty()) {
+      rc = fail("run", make_error(o->prompt.empty() ? "no prompt" : "both -p and --tokens given",
+                                  "pass either -p TEXT or --tokens 1,2,3"));
       return;
     }
-    auto ids = parse_ids(o->tokens);
-    if (!ids) { rc = fail("run", ids.error()); return; }
-    auto t0 = std::chrono::steady_clock::now();
-    auto r = builder::RawRunner::open(o->model, builder::BuildOptions{.flash_attn = !o->no_fa});
-    if (!r) { rc = fail("run", r.error()); return; }
-    for (int32_t id : *ids)
-      if (id >= (*r)->hparams().n_vocab) {
-        rc = fail("run", make_error("token id " + std::to_string(id) + " is outside the vocabulary (" +
-                                        std::to_string((*r)->hparams().n_vocab) + " tokens)"));
-        return;
-      }
-    std::vector<float> logits;
-    auto out = (*r)->generate_greedy(*ids, o->n, o->dump.empty() ? nullptr : &logits);
-    if (!out) { rc = fail("run", out.error()); return; }
-    std::string line;
-    for (size_t i = 0; i < out->size(); ++i) line += (i ? "," : "") + std::to_string((*out)[i]);
-    std::printf("%s\n", line.c_str());
-    if (!o->dump.empty()) {
-      FILE* f = std::fopen(o->dump.c_str(), "wb");
-      if (!f || std::fwrite(logits.data(), sizeof(float), logits.size(), f) != logits.size()) {
-        if (f) std::fclose(f);
-        rc = fail("run", make_error("cannot write '" + o->dump + "'"));
-        return;
-      }
-      std::fclose(f);
-    }
-    if (o->timing)
-      std::fprintf(stderr, "ggflow run: %.2f s\n", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    Status s = o->tokens.empty() ? run_text(*o) : run_tokens(*o);
+    if (!s) rc = fail("run", s.error());
   });
 }
 

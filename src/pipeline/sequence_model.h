@@ -1,0 +1,31 @@
+// One request's model, as the single-request pipeline sees it: feed the next tokens, get the
+// logits of the last one. The KV state lives inside; reset() empties it between requests.
+// Implementations: the raw runner (raw GGML layout, the numeric reference) and the stateful SDPA
+// model; both run on the IR reference evaluator.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "gguf/result.h"
+
+namespace ggflow::pipeline {
+
+class SequenceModel {
+ public:
+  virtual ~SequenceModel() = default;
+  virtual void reset() = 0;
+  // f32 [n_vocab]: the logits after the last of `tokens`. Errors: context exhausted, evaluation.
+  virtual Result<std::vector<float>> step(std::span<const int32_t> tokens) = 0;
+  virtual int64_t n_past() const = 0;
+  virtual int64_t n_vocab() const = 0;
+  virtual int64_t n_ctx() const = 0;
+};
+
+// The raw runner behind the SequenceModel interface. `n_ctx` 0: the model's training context.
+Result<std::unique_ptr<SequenceModel>> open_raw_model(const std::string& path, int64_t n_ctx = 0);
+
+}  // namespace ggflow::pipeline
