@@ -1,55 +1,25 @@
 #include "pipeline/llm_pipeline.h"
 
-#include <algorithm>
 #include <chrono>
 
 #include "genai/tokenizer_stream.h"
-#include "gguf/file.h"
 
 namespace ggflow::pipeline {
 
 using Clock = std::chrono::steady_clock;
 
-std::vector<int32_t> stop_ids_with_eog(const genai::Tokenizer& tok, std::vector<int32_t> own) {
-  for (int32_t id = 0; id < tok.n_vocab(); ++id)
-    if (tok.is_eog(id) && std::find(own.begin(), own.end(), id) == own.end()) own.push_back(id);
-  return own;
-}
-
 Result<std::unique_ptr<LLMPipeline>> LLMPipeline::create(const std::string& path, std::unique_ptr<SequenceModel> model) {
-  auto file = gguf::File::open(path);
-  if (!file) return file.error();
-  auto tok = genai::Tokenizer::from_file(*file);
-  if (!tok) return tok.error();
+  auto format = PromptFormat::from_file(path);
+  if (!format) return format.error();
   std::unique_ptr<LLMPipeline> p(new LLMPipeline());
-  p->tok_ = std::make_unique<genai::Tokenizer>(std::move(*tok));
-  if (auto src = file->get<std::string>("tokenizer.chat_template")) {
-    auto t = genai::ChatTemplate::parse(*src);
-    if (!t) return t.error();
-    p->tmpl_ = std::make_unique<genai::ChatTemplate>(std::move(*t));
-  }
+  p->format_ = std::move(*format);
   p->model_ = std::move(model);
-  p->eog_ids_ = stop_ids_with_eog(*p->tok_, {});
   return p;
-}
-
-Result<std::string> LLMPipeline::apply_chat_template(const nlohmann::ordered_json& messages, bool add_generation_prompt) const {
-  if (!tmpl_)
-    return make_error("the model file has no chat template (tokenizer.chat_template)",
-                      "pass the prompt as plain text, without --chat");
-  genai::ChatInputs in;
-  in.messages = messages;
-  in.add_generation_prompt = add_generation_prompt;
-  // Templates that write bos_token themselves get it as text; encode() then does not add it twice
-  // when the vocabulary adds none (SmolLM2, Qwen); llama-3 style templates rely on the same rule.
-  if (tok_->bos() >= 0) in.bos_token = tok_->token_text(tok_->bos());
-  if (tok_->eos() >= 0) in.eos_token = tok_->token_text(tok_->eos());
-  return tmpl_->render(in);
 }
 
 Result<GenerationResult> LLMPipeline::chat(const nlohmann::ordered_json& messages, const genai::SamplingParams& params,
                                            const Streamer& stream) {
-  auto prompt = apply_chat_template(messages, true);
+  auto prompt = format_->apply_chat_template(messages, true);
   if (!prompt) return prompt.error();
   return generate(*prompt, params, stream);
 }
@@ -58,14 +28,8 @@ Result<GenerationResult> LLMPipeline::generate(std::string_view prompt, const ge
                                                const Streamer& stream) {
   if (auto s = params.validate(model_->n_vocab()); !s) return s.error();
   const auto t0 = Clock::now();
-  if (prompt.empty()) return make_error("the prompt is empty", "pass some text");
-  genai::EncodeOptions eo;
-  auto ids = tok_->encode(prompt, eo);
+  auto ids = format_->encode(prompt);
   if (!ids) return ids.error();
-  // A template that already wrote the BOS text gives it twice; llama.cpp warns and keeps both,
-  // ggflow keeps one.
-  if (ids->size() >= 2 && tok_->bos() >= 0 && (*ids)[0] == tok_->bos() && (*ids)[1] == tok_->bos())
-    ids->erase(ids->begin());
   const int64_t n_prompt = static_cast<int64_t>(ids->size());
   if (n_prompt >= model_->n_ctx())
     return make_error("the prompt has " + std::to_string(n_prompt) + " tokens; the context holds " +
@@ -73,10 +37,10 @@ Result<GenerationResult> LLMPipeline::generate(std::string_view prompt, const ge
                       "shorten the prompt");
 
   genai::SamplingParams p = params;
-  p.stop_token_ids = stop_ids_with_eog(*tok_, p.stop_token_ids);
+  p.stop_token_ids = format_->stop_ids(p.stop_token_ids);
   genai::Sampler sampler(p, *ids);
   genai::StopCondition stop(p);
-  genai::StreamDecoder decoder(*tok_);
+  genai::StreamDecoder decoder(format_->tokenizer());
   GenerationResult out;
   out.usage.prompt_tokens = n_prompt;
 

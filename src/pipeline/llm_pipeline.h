@@ -18,8 +18,7 @@
 
 #include "genai/sampler.h"
 #include "genai/sampler_stop.h"
-#include "genai/template.h"
-#include "genai/tokenizer.h"
+#include "pipeline/prompt.h"
 #include "pipeline/sequence_model.h"
 
 namespace ggflow::pipeline {
@@ -57,20 +56,15 @@ class LLMPipeline {
   // Renders `messages` with the model's chat template (add_generation_prompt), then generate().
   Result<GenerationResult> chat(const nlohmann::ordered_json& messages, const genai::SamplingParams& params,
                                 const Streamer& stream = {});
-  Result<std::string> apply_chat_template(const nlohmann::ordered_json& messages, bool add_generation_prompt = true) const;
 
-  const genai::Tokenizer& tokenizer() const { return *tok_; }
+  const genai::Tokenizer& tokenizer() const { return format_->tokenizer(); }
+  const PromptFormat& format() const { return *format_; }
   SequenceModel& model() { return *model_; }
 
  private:
   LLMPipeline() = default;
-  std::unique_ptr<genai::Tokenizer> tok_;
-  std::unique_ptr<genai::ChatTemplate> tmpl_;  // null: the file has no chat template
+  std::shared_ptr<const PromptFormat> format_;
   std::unique_ptr<SequenceModel> model_;
-  std::vector<int32_t> eog_ids_;
 };
-
-// The stop token ids a request ends on: its own plus every end-of-generation token of `tok`.
-std::vector<int32_t> stop_ids_with_eog(const genai::Tokenizer& tok, std::vector<int32_t> own);
 
 }  // namespace ggflow::pipeline

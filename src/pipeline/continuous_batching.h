@@ -1,0 +1,77 @@
+// ContinuousBatchingPipeline: many requests at once over a paged KV cache. Text (or chat
+// messages) in, text out per request, streamed; the scheduling, block management and prefix
+// caching are genai::ContinuousBatchingEngine's, the model is any genai::ModelRunner (the paged
+// model, or the RecomputeRunner reference).
+//
+// Model of a request: encode the prompt, hand the ids to the engine with the request's own
+// sampler; every token the engine produces goes through the request's StreamDecoder (never half
+// a UTF-8 character) and StopCondition (stop ids, the vocabulary's end-of-generation tokens, stop
+// strings across token boundaries, max_tokens); released text is appended to the request's text
+// and streamed; a stop string ends the request in the engine at once (its blocks are freed).
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "genai/sampler.h"
+#include "genai/sampler_stop.h"
+#include "genai/scheduler_engine.h"
+#include "genai/tokenizer_stream.h"
+#include "pipeline/llm_pipeline.h"
+#include "pipeline/prompt.h"
+
+namespace ggflow::pipeline {
+
+using RequestId = genai::RequestId;
+// Receives a request's text as it becomes final; return false to stop that request.
+using RequestStreamer = std::function<bool(RequestId, std::string_view)>;
+
+class ContinuousBatchingPipeline {
+ public:
+  // Reads the tokenizer and chat template from `path`; `runner` must outlive the pipeline and use
+  // a pool of `config.num_blocks` blocks.
+  static Result<std::unique_ptr<ContinuousBatchingPipeline>> create(const std::string& path, genai::ModelRunner& runner,
+                                                                    const genai::EngineConfig& config);
+
+  // Queues a request. Errors (the other requests go on): invalid sampling parameters, an empty
+  // prompt, a prompt that does not fit the context.
+  Result<RequestId> add_request(std::string_view prompt, const genai::SamplingParams& params,
+                                RequestStreamer stream = {});
+  Result<RequestId> add_chat_request(const nlohmann::ordered_json& messages, const genai::SamplingParams& params,
+                                     RequestStreamer stream = {});
+  Status cancel(RequestId id);               // frees the request's blocks at once
+  Result<genai::StepStats> step();
+  Status run_until_done();
+  // A finished (or running) request's text, tokens, finish reason, usage and timing.
+  Result<GenerationResult> result(RequestId id) const;
+  // Runs every prompt to completion together; results in the order of `prompts`.
+  Result<std::vector<GenerationResult>> generate(const std::vector<std::string>& prompts,
+                                                 const genai::SamplingParams& params);
+
+  const genai::Tokenizer& tokenizer() const { return format_->tokenizer(); }
+  genai::ContinuousBatchingEngine& engine() { return *engine_; }
+
+ private:
+  struct Request {
+    std::unique_ptr<genai::StreamDecoder> decoder;
+    std::unique_ptr<genai::StopCondition> stop;
+    RequestStreamer stream;
+    std::string text;
+    genai::FinishReason finish = genai::FinishReason::None;  // set by the stop rules
+  };
+  ContinuousBatchingPipeline() = default;
+  bool on_token(RequestId id, int32_t token);
+  void emit(RequestId id, Request& r, const std::string& text);
+
+  std::shared_ptr<const PromptFormat> format_;
+  std::unique_ptr<genai::ContinuousBatchingEngine> engine_;
+  std::map<RequestId, Request> requests_;
+};
+
+}  // namespace ggflow::pipeline

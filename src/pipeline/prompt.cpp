@@ -1,0 +1,54 @@
+#include "pipeline/prompt.h"
+
+#include <algorithm>
+
+namespace ggflow::pipeline {
+
+Result<std::shared_ptr<const PromptFormat>> PromptFormat::from_file(const std::string& path) {
+  auto file = gguf::File::open(path);
+  if (!file) return file.error();
+  auto tok = genai::Tokenizer::from_file(*file);
+  if (!tok) return tok.error();
+  std::shared_ptr<PromptFormat> p(new PromptFormat());
+  p->tok_ = std::make_unique<genai::Tokenizer>(std::move(*tok));
+  if (auto src = file->get<std::string>("tokenizer.chat_template")) {
+    auto t = genai::ChatTemplate::parse(*src);
+    if (!t) return t.error();
+    p->tmpl_ = std::make_unique<genai::ChatTemplate>(std::move(*t));
+  }
+  for (int32_t id = 0; id < p->tok_->n_vocab(); ++id)
+    if (p->tok_->is_eog(id)) p->eog_ids_.push_back(id);
+  return std::shared_ptr<const PromptFormat>(std::move(p));
+}
+
+Result<std::string> PromptFormat::apply_chat_template(const nlohmann::ordered_json& messages,
+                                                      bool add_generation_prompt) const {
+  if (!tmpl_)
+    return make_error("the model file has no chat template (tokenizer.chat_template)",
+                      "pass the prompt as plain text, without --chat");
+  genai::ChatInputs in;
+  in.messages = messages;
+  in.add_generation_prompt = add_generation_prompt;
+  if (tok_->bos() >= 0) in.bos_token = tok_->token_text(tok_->bos());
+  if (tok_->eos() >= 0) in.eos_token = tok_->token_text(tok_->eos());
+  return tmpl_->render(in);
+}
+
+Result<std::vector<int32_t>> PromptFormat::encode(std::string_view prompt) const {
+  if (prompt.empty()) return make_error("the prompt is empty", "pass some text");
+  auto ids = tok_->encode(prompt, genai::EncodeOptions{});
+  if (!ids) return ids.error();
+  // A template that writes the BOS text itself, on a vocabulary that also adds BOS, would give it
+  // twice; llama.cpp warns and keeps both, ggflow keeps one.
+  if (ids->size() >= 2 && tok_->bos() >= 0 && (*ids)[0] == tok_->bos() && (*ids)[1] == tok_->bos())
+    ids->erase(ids->begin());
+  return ids;
+}
+
+std::vector<int32_t> PromptFormat::stop_ids(std::vector<int32_t> own) const {
+  for (int32_t id : eog_ids_)
+    if (std::find(own.begin(), own.end(), id) == own.end()) own.push_back(id);
+  return own;
+}
+
+}  // namespace ggflow::pipeline

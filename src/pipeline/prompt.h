@@ -1,0 +1,39 @@
+// PromptFormat: what both pipelines need from a model file to turn a request into token ids:
+// the tokenizer, the chat template (if the file has one) and the end-of-generation tokens.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "genai/template.h"
+#include "genai/tokenizer.h"
+#include "gguf/file.h"
+
+namespace ggflow::pipeline {
+
+class PromptFormat {
+ public:
+  static Result<std::shared_ptr<const PromptFormat>> from_file(const std::string& path);
+
+  // Renders `messages` with the file's chat template, bos/eos tokens as text.
+  Result<std::string> apply_chat_template(const nlohmann::ordered_json& messages, bool add_generation_prompt = true) const;
+  // Encodes a prompt (special tokens parsed, BOS as the vocabulary says, never twice).
+  // Errors: empty text, invalid input.
+  Result<std::vector<int32_t>> encode(std::string_view prompt) const;
+  // The request's own stop ids plus every end-of-generation token of the vocabulary.
+  std::vector<int32_t> stop_ids(std::vector<int32_t> own) const;
+
+  const genai::Tokenizer& tokenizer() const { return *tok_; }
+
+ private:
+  PromptFormat() = default;
+  std::unique_ptr<genai::Tokenizer> tok_;
+  std::unique_ptr<genai::ChatTemplate> tmpl_;  // null: the file has no chat template
+  std::vector<int32_t> eog_ids_;
+};
+
+}  // namespace ggflow::pipeline
