@@ -113,12 +113,36 @@ def template_model(ggflow, root):
                 check(r.returncode != 0 and not r.stdout, f"template -m smollm2, case {name}: refused like jinja2")
 
 
+def run_and_chat(ggflow, root, shared):
+    stories = shared / "models" / "stories260K.gguf"
+    if stories.exists():
+        r = run(ggflow, "run", "-m", stories, "-p", "Once upon a time", "-n", "20", "--temperature", "0")
+        check(r.returncode == 0 and len(r.stdout.decode().strip()) > 20 and b"20 generated" in r.stderr,
+              "run -p streams text to stdout and statistics to stderr")
+        again = run(ggflow, "run", "-m", stories, "-p", "Once upon a time", "-n", "20", "--temperature", "0")
+        check(again.stdout == r.stdout, "run greedy is repeatable")
+        r = run(ggflow, "run", "-m", stories, "-p", "Once", "--chat")
+        check(r.returncode == 1 and b"no chat template" in r.stderr, "run --chat without a template: clear error")
+        r = run(ggflow, "run", "-m", stories, "-p", "Once", "--temperature", "-1")
+        check(r.returncode == 1 and b"temperature" in r.stderr and not r.stdout, "run: invalid sampling parameter refused")
+    r = run(ggflow, "run", "-m", "/nonexistent.gguf", "-p", "hi")
+    check(r.returncode == 1 and r.stderr.decode().count("\n") == 1, "run: missing model is one line on stderr")
+    smol = model(root, "smollm2-135m-instruct-q4_1.gguf")
+    if smol:
+        r = subprocess.run([str(ggflow), "chat", "-m", str(smol), "--temperature", "0", "-n", "24"],
+                           input=b"What is the capital of France?\nAnd of Italy?\n/exit\n", capture_output=True)
+        lines = r.stdout.decode().strip().splitlines()
+        check(r.returncode == 0 and len(lines) == 2 and "Paris" in lines[0] and "Rome" in lines[1],
+              f"chat: two turns answered in context ({lines})")
+
+
 def main():
     ggflow, root, shared = sys.argv[1], Path(sys.argv[2]), Path(sys.argv[3])
     inspect_facts(ggflow, root)
     inspect_shared(ggflow, shared)
     inspect_errors(ggflow, shared)
     template_model(ggflow, root)
+    run_and_chat(ggflow, root, shared)
     print(f"{len(failures)} failed")
     return 1 if failures else 0
 

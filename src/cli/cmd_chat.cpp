@@ -1,0 +1,80 @@
+// `ggflow chat -m FILE [--system TEXT] [-n N] [--temperature T] [--seed S]`: an interactive
+// multi-turn chat in the terminal. Each line on stdin is a user turn; the answer streams to
+// stdout; the conversation is rendered with the model's chat template every turn. An empty line
+// is skipped; `/reset` starts over; `/exit` or end of input leaves.
+#include <cstdio>
+#include <iostream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "pipeline/llm_pipeline.h"
+
+namespace ggflow::cli {
+namespace {
+
+struct Opts {
+  std::string model, system;
+  int n = 256;
+  double temperature = 0.7;
+  int64_t seed = -1;
+};
+
+Status chat(const Opts& o) {
+  auto model = pipeline::open_raw_model(o.model);
+  if (!model) return model.error();
+  auto pipe = pipeline::LLMPipeline::create(o.model, std::move(*model));
+  if (!pipe) return pipe.error();
+  genai::SamplingParams sp;
+  sp.temperature = o.temperature;
+  sp.max_tokens = o.n;
+  if (o.seed >= 0) sp.seed = static_cast<uint64_t>(o.seed);
+  if (auto s = sp.validate(); !s) return s.error();
+  auto fresh = [&] {
+    auto m = nlohmann::ordered_json::array();
+    if (!o.system.empty()) m.push_back({{"role", "system"}, {"content", o.system}});
+    return m;
+  };
+  auto messages = fresh();
+  std::string line;
+  std::fprintf(stderr, "ggflow chat: type a message, /reset to start over, /exit to leave\n");
+  while (std::fprintf(stderr, "> "), std::getline(std::cin, line)) {
+    if (line == "/exit") break;
+    if (line == "/reset") { messages = fresh(); continue; }
+    if (line.empty()) continue;
+    messages.push_back({{"role", "user"}, {"content", line}});
+    auto r = (*pipe)->chat(messages, sp, [](std::string_view t) {
+      std::fwrite(t.data(), 1, t.size(), stdout);
+      std::fflush(stdout);
+      return true;
+    });
+    if (!r) {
+      messages.erase(messages.end() - 1);  // the turn failed: forget it, keep chatting
+      std::fprintf(stderr, "ggflow chat: %s\n", r.error().str().c_str());
+      continue;
+    }
+    std::printf("\n");
+    messages.push_back({{"role", "assistant"}, {"content", r->text}});
+  }
+  return {};
+}
+
+void add(CLI::App& app, int& rc) {
+  auto* cmd = app.add_subcommand("chat", "Interactive multi-turn chat in the terminal");
+  auto o = std::make_shared<Opts>();
+  cmd->add_option("-m,--model", o->model, "the .gguf model")->required();
+  cmd->add_option("--system", o->system, "system prompt");
+  cmd->add_option("-n,--max-tokens", o->n, "tokens per answer at most")->capture_default_str();
+  cmd->add_option("--temperature", o->temperature, "0 = greedy")->capture_default_str();
+  cmd->add_option("--seed", o->seed, "random seed (default: random)");
+  cmd->callback([o, &rc] {
+    if (auto s = chat(*o); !s) rc = fail("chat", s.error());
+  });
+}
+
+}  // namespace
+
+GGFLOW_COMMAND(chat, add);
+
+}  // namespace ggflow::cli
