@@ -7,8 +7,11 @@
 //              token ids in, greedy ids out (comma-separated, one line): the layout-equivalence
 //              runner. --dump-logits writes the logits each generated token was chosen from as raw
 //              little-endian f32, [n, n_vocab].
-// --engine selects the layout that runs the graph (raw: the translated GGML graph on the IR
-// reference evaluator).
+// --engine selects the layout that runs the graph, all on the IR reference evaluator (raw: the
+// translated GGML graph; sdpa: AdaptToGenAI + MakeStateful; paged: + SDPAToPagedAttention with a
+// block table the engine fills itself; see docs/LAYOUTS.md). With --tokens the three give the same
+// ids and bit-identical --dump-logits files (transforms/engines/logits_dump.h: headerless f32
+// [n, n_vocab], row i = the logits token i was chosen from). -p TEXT runs the raw engine only.
 #include <chrono>
 #include <cstdio>
 #include <sstream>
@@ -18,6 +21,7 @@
 #include "builder/raw_runner.h"
 #include "cli/commands.h"
 #include "pipeline/llm_pipeline.h"
+#include "transforms/engines/engines.h"
 
 namespace ggflow::cli {
 namespace {
@@ -52,14 +56,25 @@ Status run_tokens(const Opts& o) {
   auto ids = parse_ids(o.tokens);
   if (!ids) return ids.error();
   auto t0 = std::chrono::steady_clock::now();
-  auto r = builder::RawRunner::open(o.model, builder::BuildOptions{.flash_attn = !o.no_fa});
-  if (!r) return r.error();
-  for (int32_t id : *ids)
-    if (id >= (*r)->hparams().n_vocab)
-      return make_error("token id " + std::to_string(id) + " is outside the vocabulary (" +
-                        std::to_string((*r)->hparams().n_vocab) + " tokens)");
   std::vector<float> logits;
-  auto out = (*r)->generate_greedy(*ids, o.n < 0 ? 16 : o.n, o.dump.empty() ? nullptr : &logits);
+  Result<std::vector<int32_t>> out = std::vector<int32_t>{};
+  if (o.engine == "raw") {
+    auto r = builder::RawRunner::open(o.model, builder::BuildOptions{.flash_attn = !o.no_fa});
+    if (!r) return r.error();
+    for (int32_t id : *ids)
+      if (id >= (*r)->hparams().n_vocab)
+        return make_error("token id " + std::to_string(id) + " is outside the vocabulary (" +
+                          std::to_string((*r)->hparams().n_vocab) + " tokens)");
+    out = (*r)->generate_greedy(*ids, o.n < 0 ? 16 : o.n, o.dump.empty() ? nullptr : &logits);
+  } else {  // sdpa | paged (transforms/engines/engines.h)
+    auto e = transforms::open_engine(o.model, *transforms::layout_from_name(o.engine), {.flash_attn = !o.no_fa});
+    if (!e) return e.error();
+    for (int32_t id : *ids)
+      if (id >= (*e)->n_vocab())
+        return make_error("token id " + std::to_string(id) + " is outside the vocabulary (" +
+                          std::to_string((*e)->n_vocab()) + " tokens)");
+    out = transforms::generate_greedy(**e, *ids, o.n < 0 ? 16 : o.n, o.dump.empty() ? nullptr : &logits);
+  }
   if (!out) return out.error();
   std::string line;
   for (size_t i = 0; i < out->size(); ++i) line += (i ? "," : "") + std::to_string((*out)[i]);
@@ -103,7 +118,8 @@ Status run_text(Opts o) {
 void add(CLI::App& app, int& rc) {
   auto* cmd = app.add_subcommand("run", "Generate text (or token ids) from a model");
   auto o = std::make_shared<Opts>();
-  cmd->add_option("--engine", o->engine, "layout that runs the graph: raw")->check(CLI::IsMember({"raw"}));
+  cmd->add_option("--engine", o->engine, "layout that runs the graph: raw | sdpa | paged (sdpa/paged: with --tokens)")
+      ->check(CLI::IsMember({"raw", "sdpa", "paged"}));
   cmd->add_option("-m,--model", o->model, "the .gguf model")->required();
   cmd->add_option("-p,--prompt", o->prompt, "prompt text");
   cmd->add_flag("--chat", o->chat, "wrap the prompt in the model's chat template as a user message");
@@ -125,6 +141,10 @@ void add(CLI::App& app, int& rc) {
     if (o->prompt.empty() == o->tokens.empty()) {
       rc = fail("run", make_error(o->prompt.empty() ? "no prompt" : "both -p and --tokens given",
                                   "pass either -p TEXT or --tokens 1,2,3"));
+      return;
+    }
+    if (o->tokens.empty() && o->engine != "raw") {
+      rc = fail("run", make_error("-p TEXT runs the raw engine only", "pass --tokens 1,2,3 with --engine " + o->engine));
       return;
     }
     Status s = o->tokens.empty() ? run_text(*o) : run_tokens(*o);

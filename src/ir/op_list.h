@@ -56,4 +56,6 @@
   /* ops/matmul.cpp, ops/rope.cpp, ops/attention.cpp */    \
   X(MatMul, MatMulAttrs, 2, 2)                            \
   X(RoPE, RopeAttrs, 2, 3)                                \
-  X(ScaledDotProductAttention, SdpaAttrs, 3, 4)
+  X(ScaledDotProductAttention, SdpaAttrs, 3, 4)          \
+  /* ops/paged_attention.cpp: DESIGN.md section 4 */      \
+  X(PagedAttention, NoAttrs, 13, 13)

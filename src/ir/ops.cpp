@@ -113,4 +113,10 @@ NodePtr sdpa(Value q, Value k, Value v, std::optional<Value> mask, bool causal, 
   return mk(OpType::ScaledDotProductAttention, std::move(in), SdpaAttrs{causal, scale});
 }
 
+NodePtr paged_attention(const PagedAttentionInputs& i) {
+  return mk(OpType::PagedAttention,
+            {i.q, i.k, i.v, i.key_cache, i.value_cache, i.past_lens, i.subsequence_begins, i.block_indices,
+             i.block_indices_begins, i.max_context_len, i.scale, i.sliding_window, i.alibi_slopes});
+}
+
 }  // namespace ggflow::ir::ops

@@ -1,0 +1,236 @@
+// The test 8: real models, the same prompt in the raw, SDPA and PagedAttention layouts,
+// logits identical bit for bit (memcmp): a prefill of >= 20 tokens then 16 greedy decode steps;
+// in the PA layout also three sequences of different lengths in one call, and a prompt
+// prefilled in chunks of 7. Plus: translate_get_rows is unchanged for the raw consumer.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <map>
+
+#include "builder/raw_runner.h"
+#include "transforms/engines/engines.h"
+#include "transforms/engines/logits_dump.h"
+
+namespace ggflow::transforms {
+namespace {
+
+const std::string kStories = std::string(GGFLOW_SHARED) + "/models/stories260K.gguf";
+const std::string kSmol = std::string(GGFLOW_ROOT) + "/models/smollm2-135m-instruct-q4_1.gguf";
+const std::string kGemma = std::string(GGFLOW_ROOT) + "/models/gemma3-270m-q4_k_m.gguf";
+
+constexpr int kDecode = 16;
+
+std::vector<int32_t> prompt(int n, int salt, int64_t vocab) {
+  std::vector<int32_t> p;
+  const int64_t range = std::min<int64_t>(vocab - 1, 400);
+  for (int i = 0; i < n; ++i) p.push_back(static_cast<int32_t>(1 + (i * 37 + salt * 101 + 11) % range));
+  return p;
+}
+
+struct Timer {
+  std::string what;
+  std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+  ~Timer() {
+    std::fprintf(stderr, "[timing] %s: %.2f s\n", what.c_str(),
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  }
+};
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// first differing row/element, for messages
+std::string first_diff(const std::vector<float>& a, const std::vector<float>& b, int64_t vocab) {
+  if (a.size() != b.size()) return "sizes " + std::to_string(a.size()) + " vs " + std::to_string(b.size());
+  for (size_t i = 0; i < a.size(); ++i)
+    if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0)
+      return "row " + std::to_string(i / vocab) + " logit " + std::to_string(i % vocab) + ": " + std::to_string(a[i]) +
+             " vs " + std::to_string(b[i]);
+  return "none";
+}
+
+void skip_if_missing(const std::string& path) {
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is missing (run scripts/setup.sh)";
+}
+
+// Raw, SDPA and PA single-sequence greedy runs: identical logits rows.
+void single_sequence(const std::string& path, int n_prompt) {
+  skip_if_missing(path);
+  auto raw = open_engine(path, Layout::raw);
+  ASSERT_TRUE(static_cast<bool>(raw)) << raw.error().str();
+  const int64_t V = (*raw)->n_vocab();
+  auto p = prompt(n_prompt, 0, V);
+  std::vector<float> ref;
+  std::vector<int32_t> ref_tokens;
+  {
+    Timer t{path + " raw " + std::to_string(n_prompt) + "+" + std::to_string(kDecode)};
+    auto g = generate_greedy(**raw, p, kDecode, &ref);
+    ASSERT_TRUE(static_cast<bool>(g)) << g.error().str();
+    ref_tokens = *g;
+  }
+  for (Layout l : {Layout::sdpa, Layout::paged}) {
+    Timer t{path + " " + to_string(l) + " " + std::to_string(n_prompt) + "+" + std::to_string(kDecode)};
+    auto e = open_engine(path, l);
+    ASSERT_TRUE(static_cast<bool>(e)) << to_string(l) << ": " << e.error().str();
+    std::vector<float> rows;
+    auto g = generate_greedy(**e, p, kDecode, &rows);
+    ASSERT_TRUE(static_cast<bool>(g)) << to_string(l) << ": " << g.error().str();
+    EXPECT_EQ(*g, ref_tokens) << to_string(l);
+    EXPECT_TRUE(same_bits(rows, ref)) << to_string(l) << " differs from raw at " << first_diff(rows, ref, V);
+  }
+}
+
+// PA: three sequences of different lengths in one call (then batched decode steps), and one
+// prompt prefilled in chunks of 7, against raw runs of each prompt alone.
+void paged_batched_and_chunked(const std::string& path, int n_prompt, int decode) {
+  skip_if_missing(path);
+  Timer t{path + " paged batched + chunked"};
+  auto pe = PagedEngine::open(path);
+  ASSERT_TRUE(static_cast<bool>(pe)) << pe.error().str();
+  PagedEngine& e = **pe;
+  const int64_t V = e.n_vocab();
+  const std::vector<std::vector<int32_t>> prompts = {prompt(n_prompt, 1, V), prompt(n_prompt / 2 + 3, 2, V),
+                                                     prompt(5, 3, V), prompt(n_prompt, 4, V)};
+  std::vector<std::vector<float>> ref(prompts.size());
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    auto r = open_engine(path, Layout::raw);
+    ASSERT_TRUE(static_cast<bool>(r)) << r.error().str();
+    auto g = generate_greedy(**r, prompts[i], decode + 1, &ref[i]);
+    ASSERT_TRUE(static_cast<bool>(g)) << g.error().str();
+  }
+  auto argmax = [](const std::vector<float>& row) {
+    int32_t b = 0;
+    for (size_t j = 1; j < row.size(); ++j)
+      if (row[j] > row[b]) b = static_cast<int32_t>(j);
+    return b;
+  };
+  // sequences 0..2 prefilled together; sequence 3 in chunks of 7, its chunks riding along
+  std::vector<int> ids;
+  for (size_t i = 0; i < prompts.size(); ++i) ids.push_back(e.add_sequence());
+  std::vector<std::vector<float>> got(prompts.size());
+  std::vector<int32_t> next(prompts.size());
+  std::vector<bool> started(prompts.size(), false);
+  size_t chunk_pos = 0;
+  for (int step = 0; step < 64; ++step) {
+    std::vector<PagedEngine::Chunk> chunks;
+    std::vector<size_t> who;
+    for (size_t i = 0; i < 3; ++i) {
+      if (static_cast<int>(got[i].size() / V) > decode) continue;
+      chunks.push_back({ids[i], started[i] ? std::vector<int32_t>{next[i]} : prompts[i]});
+      who.push_back(i);
+    }
+    const auto& p3 = prompts[3];
+    bool in_prefill = chunk_pos < p3.size();
+    if (in_prefill || static_cast<int>(got[3].size() / V) <= decode) {
+      if (in_prefill) {
+        size_t n = std::min<size_t>(7, p3.size() - chunk_pos);
+        chunks.push_back({ids[3], std::vector<int32_t>(p3.begin() + chunk_pos, p3.begin() + chunk_pos + n)});
+        chunk_pos += n;
+      } else {
+        chunks.push_back({ids[3], {next[3]}});
+      }
+      who.push_back(3);
+    }
+    if (chunks.empty()) break;
+    auto r = e.step(chunks);
+    ASSERT_TRUE(static_cast<bool>(r)) << "step " << step << ": " << r.error().str();
+    for (size_t c = 0; c < who.size(); ++c) {
+      size_t i = who[c];
+      if (i == 3 && chunk_pos < p3.size()) continue;  // a middle chunk: its last row needs no logits
+      started[i] = true;
+      got[i].insert(got[i].end(), (*r)[c].begin(), (*r)[c].end());
+      next[i] = argmax((*r)[c]);
+    }
+  }
+  for (size_t i = 0; i < prompts.size(); ++i)
+    EXPECT_TRUE(same_bits(got[i], ref[i])) << "sequence " << i << " (" << prompts[i].size()
+                                            << " prompt tokens) differs from raw at " << first_diff(got[i], ref[i], V);
+}
+
+TEST(LayoutsE2E, Stories260KSingleSequence) { single_sequence(kStories, 24); }
+TEST(LayoutsE2E, Stories260KPagedBatchedAndChunked) { paged_batched_and_chunked(kStories, 24, 4); }
+TEST(LayoutsE2E, SmolLM2SingleSequence) { single_sequence(kSmol, 20); }
+TEST(LayoutsE2E, SmolLM2PagedBatchedAndChunked) { paged_batched_and_chunked(kSmol, 20, 2); }
+TEST(LayoutsE2E, Gemma3SingleSequence) { single_sequence(kGemma, 20); }
+TEST(LayoutsE2E, Gemma3PagedBatchedAndChunked) { paged_batched_and_chunked(kGemma, 20, 2); }
+
+// reset() forgets the sequence: the same prompt again gives the same bits; the dump round-trips.
+TEST(LayoutsE2E, Stories260KResetAndDump) {
+  skip_if_missing(kStories);
+  for (Layout l : {Layout::raw, Layout::sdpa, Layout::paged}) {
+    auto e = open_engine(kStories, l);
+    ASSERT_TRUE(static_cast<bool>(e)) << e.error().str();
+    auto p = prompt(21, 5, (*e)->n_vocab());
+    std::vector<float> a, b;
+    ASSERT_TRUE(static_cast<bool>(generate_greedy(**e, p, 4, &a)));
+    EXPECT_EQ((*e)->n_past(), 21 + 3);
+    (*e)->reset();
+    EXPECT_EQ((*e)->n_past(), 0);
+    ASSERT_TRUE(static_cast<bool>(generate_greedy(**e, p, 4, &b)));
+    EXPECT_TRUE(same_bits(a, b)) << to_string(l);
+    const std::string path = testing::TempDir() + "/logits_" + to_string(l) + ".bin";
+    ASSERT_TRUE(write_logits_dump(path, a).ok());
+    auto back = read_logits_dump(path);
+    ASSERT_TRUE(static_cast<bool>(back));
+    EXPECT_TRUE(same_bits(*back, a));
+    EXPECT_EQ(static_cast<int64_t>(back->size()), 4 * (*e)->n_vocab()) << "[n, n_vocab] f32, no header";
+  }
+}
+
+// Gemma 3: the sliding window travels per layer (mask rt_info -> PagedAttention input 11): 512
+// on the sliding-window layers, 0 on every 6th (global) layer; tokenizer metadata is in rt_info.
+TEST(LayoutsE2E, Gemma3SlidingWindowPerLayerAndTokenizerRtInfo) {
+  skip_if_missing(kGemma);
+  auto m = load_layout_model(kGemma, Layout::paged);
+  ASSERT_TRUE(static_cast<bool>(m)) << m.error().str();
+  auto order = m->ordered();
+  ASSERT_TRUE(static_cast<bool>(order));
+  std::vector<int64_t> windows;
+  for (const auto& n : *order)
+    if (n->type() == ir::OpType::PagedAttention) windows.push_back(n->input(11).node->attrs<ir::ConstantAttrs>().value.to_i64()[0]);
+  ASSERT_EQ(windows.size(), 18u);
+  for (size_t il = 0; il < windows.size(); ++il) EXPECT_EQ(windows[il], (il + 1) % 6 == 0 ? 0 : 512) << "layer " << il;
+  EXPECT_EQ(std::get<std::string>(m->rt_info().at("tokenizer.ggml.model")), "llama");
+  EXPECT_EQ(std::get<std::string>(m->rt_info().at("gguf.path")), kGemma);
+  EXPECT_GT(std::get<int64_t>(m->rt_info().at("tokenizer.ggml.tokens.size")), 260000);
+}
+
+// translate_get_rows is not changed: the raw graph keeps Unsqueeze(axis 0) and the raw runner's
+// embedding is [1,1,T,E]; the adapted copy has axis 1.
+TEST(LayoutsE2E, RawConsumerKeepsOriginalGetRowsLayout) {
+  skip_if_missing(kStories);
+  auto r = builder::RawRunner::open(kStories);
+  ASSERT_TRUE(static_cast<bool>(r)) << r.error().str();
+  const ir::Model& raw = (*r)->model();
+  auto embd_unsqueeze = [](const ir::Model& m) -> ir::NodePtr {
+    auto order = m.ordered();
+    for (const auto& n : *order)
+      if (n->type() == ir::OpType::Unsqueeze && n->input(0).node->type() == ir::OpType::Gather) {
+        ir::NodePtr idx = n->input(0).node->input(1).node;
+        if (idx->type() == ir::OpType::Squeeze) idx = idx->input(0).node;
+        if (idx->name() == "inp_tokens") return n;
+      }
+    return nullptr;
+  };
+  ir::NodePtr u = embd_unsqueeze(raw);
+  ASSERT_TRUE(u) << "the raw graph has the GET_ROWS Unsqueeze of inp_tokens";
+  EXPECT_EQ(u->attrs<ir::AxesAttrs>().axes, std::vector<int64_t>{0});
+  auto copy = raw.clone();
+  ASSERT_TRUE(static_cast<bool>(copy));
+  ASSERT_TRUE(to_layout(*copy, Layout::sdpa, {}).ok());
+  EXPECT_EQ(embd_unsqueeze(raw)->attrs<ir::AxesAttrs>().axes, std::vector<int64_t>{0}) << "the raw model is untouched";
+  ir::NodePtr fixed = copy->find(u->name());
+  ASSERT_TRUE(fixed);
+  EXPECT_EQ(fixed->attrs<ir::AxesAttrs>().axes, std::vector<int64_t>{1});
+  // the raw runner still computes (its embedding [1,1,T,E] feeds everything)
+  auto l = (*r)->step(std::vector<int32_t>{1, 2, 3});
+  ASSERT_TRUE(static_cast<bool>(l)) << l.error().str();
+  EXPECT_EQ(static_cast<int64_t>(l->size()), (*r)->hparams().n_vocab);
+}
+
+}  // namespace
+}  // namespace ggflow::transforms

@@ -1,0 +1,142 @@
+// The PagedAttention reference kernel against ScaledDotProductAttention, bit for bit: three
+// sequences in one call (a prefill from 0, a decode row after 37 cached rows, a chunk of 7 after
+// 10), GQA 4/2, shuffled block tables, with and without a sliding window; and the cache writes.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <limits>
+#include <random>
+
+#include "ir/ir.h"
+
+namespace ggflow::ir {
+namespace {
+
+constexpr int64_t Hq = 4, Hkv = 2, S = 8, BS = 32;
+
+struct Seq {
+  int64_t past, n;
+};
+
+std::vector<float> randv(std::mt19937& g, size_t n) {
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(g);
+  return v;
+}
+
+void run_case(int64_t window) {
+  std::mt19937 g(7 + static_cast<unsigned>(window));
+  const std::vector<Seq> seqs = {{0, 5}, {37, 1}, {10, 7}};
+  int64_t T = 0, nblocks = 0;
+  for (auto s : seqs) T += s.n, nblocks += (s.past + s.n + BS - 1) / BS;
+  const int64_t NB = nblocks + 2;  // spare blocks stay untouched
+  // full per-sequence K/V [L, Hkv, S] (past rows + new rows) and Q [n, Hq, S]
+  std::vector<std::vector<float>> K, V, Q;
+  for (auto s : seqs) {
+    K.push_back(randv(g, (s.past + s.n) * Hkv * S));
+    V.push_back(randv(g, (s.past + s.n) * Hkv * S));
+    Q.push_back(randv(g, s.n * Hq * S));
+  }
+  // block tables: a shuffled list of blocks
+  std::vector<int64_t> perm(NB);
+  for (int64_t i = 0; i < NB; ++i) perm[i] = i;
+  std::shuffle(perm.begin(), perm.end(), g);
+  std::vector<int64_t> past, sb{0}, bi, bib{0};
+  std::vector<float> kc = randv(g, NB * Hkv * BS * S), vc = randv(g, NB * Hkv * BS * S);  // garbage elsewhere
+  std::vector<float> q, k, v;
+  int64_t next = 0, max_ctx = 0;
+  for (size_t si = 0; si < seqs.size(); ++si) {
+    auto s = seqs[si];
+    int64_t L = s.past + s.n, nb = (L + BS - 1) / BS;
+    past.push_back(s.past);
+    sb.push_back(sb.back() + s.n);
+    for (int64_t b = 0; b < nb; ++b) bi.push_back(perm[next++]);
+    bib.push_back(static_cast<int64_t>(bi.size()));
+    max_ctx = std::max(max_ctx, L);
+    for (int64_t p = 0; p < s.past; ++p)  // cached rows
+      for (int64_t h = 0; h < Hkv; ++h)
+        for (int64_t d = 0; d < S; ++d) {
+          int64_t row = (bi[bib[si] + p / BS] * Hkv + h) * BS + p % BS;
+          kc[row * S + d] = K[si][(p * Hkv + h) * S + d];
+          vc[row * S + d] = V[si][(p * Hkv + h) * S + d];
+        }
+    q.insert(q.end(), Q[si].begin(), Q[si].end());
+    k.insert(k.end(), K[si].begin() + s.past * Hkv * S, K[si].end());
+    v.insert(v.end(), V[si].begin() + s.past * Hkv * S, V[si].end());
+  }
+  ops::PagedAttentionInputs in{
+      ops::constant(Tensor::f32({T, Hq * S}, q)), ops::constant(Tensor::f32({T, Hkv * S}, k)),
+      ops::constant(Tensor::f32({T, Hkv * S}, v)), ops::constant(Tensor::f32({NB, Hkv, BS, S}, kc)),
+      ops::constant(Tensor::f32({NB, Hkv, BS, S}, vc)), ops::const_i32(past), ops::const_i32(sb), ops::const_i32(bi),
+      ops::const_i32(bib), ops::const_i32({max_ctx}, std::vector<int64_t>{}), ops::scalar_f32(0.3f),
+      ops::const_i32({window}, std::vector<int64_t>{}), ops::const_f32({}, std::vector<int64_t>{0})};
+  auto pa = ops::paged_attention(in);
+  ASSERT_FALSE(pa->error()) << pa->error()->str();
+  EXPECT_EQ(pa->out_shape().str(), "[" + std::to_string(T) + "," + std::to_string(Hq * S) + "]");
+  Model m({ops::result(Value(pa, 0), "out"), ops::result(Value(pa, 1), "kc"), ops::result(Value(pa, 2), "vc")}, {});
+  auto r = evaluate(m, {});
+  ASSERT_TRUE(static_cast<bool>(r)) << r.error().str();
+  auto out = (*r)[0].to_f32(), kc2 = (*r)[1].to_f32(), vc2 = (*r)[2].to_f32();
+
+  const float ninf = -std::numeric_limits<float>::infinity();
+  for (size_t si = 0; si < seqs.size(); ++si) {
+    auto s = seqs[si];
+    const int64_t L = s.past + s.n;
+    // SDPA on the full sequence: q [1,Hq,n,S], k, v [1,Hkv,L,S], additive mask [1,1,n,L]
+    std::vector<float> qh(Hq * s.n * S), kh(Hkv * L * S), vh(Hkv * L * S), mask(s.n * L);
+    for (int64_t i = 0; i < s.n; ++i)
+      for (int64_t h = 0; h < Hq; ++h)
+        for (int64_t d = 0; d < S; ++d) qh[(h * s.n + i) * S + d] = Q[si][(i * Hq + h) * S + d];
+    for (int64_t j = 0; j < L; ++j)
+      for (int64_t h = 0; h < Hkv; ++h)
+        for (int64_t d = 0; d < S; ++d) {
+          kh[(h * L + j) * S + d] = K[si][(j * Hkv + h) * S + d];
+          vh[(h * L + j) * S + d] = V[si][(j * Hkv + h) * S + d];
+        }
+    for (int64_t i = 0; i < s.n; ++i)
+      for (int64_t j = 0; j < L; ++j) {
+        int64_t p = s.past + i;
+        mask[i * L + j] = j <= p && (window == 0 || p - j < window) ? 0.0f : ninf;
+      }
+    auto sd = ops::sdpa(ops::constant(Tensor::f32({1, Hq, s.n, S}, qh)), ops::constant(Tensor::f32({1, Hkv, L, S}, kh)),
+                        ops::constant(Tensor::f32({1, Hkv, L, S}, vh)), ops::constant(Tensor::f32({1, 1, s.n, L}, mask)),
+                        false, 0.3f);
+    auto rs = evaluate(Model({ops::result(sd, "o")}, {}), {});
+    ASSERT_TRUE(static_cast<bool>(rs)) << rs.error().str();
+    auto ref = (*rs)[0].to_f32();
+    for (int64_t i = 0; i < s.n; ++i)
+      for (int64_t h = 0; h < Hq; ++h) {
+        const float* a = out.data() + ((sb[si] + i) * Hq + h) * S;
+        const float* b = ref.data() + (h * s.n + i) * S;
+        EXPECT_EQ(std::memcmp(a, b, S * sizeof(float)), 0) << "seq " << si << " row " << i << " head " << h;
+      }
+    // every row of the sequence is now in its blocks
+    for (int64_t p = 0; p < L; ++p)
+      for (int64_t h = 0; h < Hkv; ++h) {
+        int64_t row = (bi[bib[si] + p / BS] * Hkv + h) * BS + p % BS;
+        EXPECT_EQ(std::memcmp(&kc2[row * S], &K[si][(p * Hkv + h) * S], S * sizeof(float)), 0) << "k " << si << "," << p;
+        EXPECT_EQ(std::memcmp(&vc2[row * S], &V[si][(p * Hkv + h) * S], S * sizeof(float)), 0) << "v " << si << "," << p;
+      }
+  }
+  // the spare blocks are untouched
+  for (int64_t b : {perm[NB - 1], perm[NB - 2]})
+    EXPECT_EQ(std::memcmp(&kc2[b * Hkv * BS * S], &kc[b * Hkv * BS * S], Hkv * BS * S * sizeof(float)), 0);
+}
+
+TEST(PagedAttentionOp, MixedBatchMatchesSdpaBitForBit) { run_case(0); }
+TEST(PagedAttentionOp, SlidingWindowMatchesSdpaBitForBit) { run_case(6); }
+
+TEST(PagedAttentionOp, RefusesBadInputs) {
+  auto q = ops::parameter(ElementType::f32, {Symbol::named("T"), Symbol::named("W")}, "q");
+  auto k = ops::parameter(ElementType::f32, {Symbol::named("T"), Hkv * S}, "k");
+  auto kc = ops::parameter(ElementType::f32, {Symbol::named("NB"), Hkv, BS, S}, "kc");
+  auto i = ops::parameter(ElementType::i32, {Symbol::named("B")}, "i");
+  auto sc = ops::parameter(ElementType::i32, Shape{}, "s");
+  auto pa = ops::paged_attention({q, k, k, kc, kc, i, i, i, i, sc, ops::scalar_f32(0), sc, ops::const_f32({}, std::vector<int64_t>{0})});
+  ASSERT_TRUE(pa->error());
+  EXPECT_NE(pa->error()->what.find("static width"), std::string::npos) << pa->error()->what;
+}
+
+}  // namespace
+}  // namespace ggflow::ir
