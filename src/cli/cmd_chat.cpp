@@ -1,7 +1,7 @@
 // `ggflow chat -m FILE [--system TEXT] [-n N] [--temperature T] [--seed S]`: an interactive
 // multi-turn chat in the terminal. Each line on stdin is a user turn; the answer streams to
 // stdout; the conversation is rendered with the model's chat template every turn. An empty line
-// is skipped; `/reset` starts over; `/exit` or end of input leaves.
+// is skipped; `/reset` starts over; `/exit` or end of input leaves. LLMPipeline over the SDPA model.
 #include <cstdio>
 #include <iostream>
 #include <string>
@@ -22,7 +22,7 @@ struct Opts {
 };
 
 Status chat(const Opts& o) {
-  auto model = pipeline::open_raw_model(o.model);
+  auto model = pipeline::open_sdpa_model(o.model);
   if (!model) return model.error();
   auto pipe = pipeline::LLMPipeline::create(o.model, std::move(*model));
   if (!pipe) return pipe.error();

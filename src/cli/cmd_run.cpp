@@ -8,10 +8,12 @@
 //              runner. --dump-logits writes the logits each generated token was chosen from as raw
 //              little-endian f32, [n, n_vocab].
 // --engine selects the layout that runs the graph, all on the IR reference evaluator (raw: the
-// translated GGML graph; sdpa: AdaptToGenAI + MakeStateful; paged: + SDPAToPagedAttention with a
-// block table the engine fills itself; see docs/LAYOUTS.md). With --tokens the three give the same
-// ids and bit-identical --dump-logits files (transforms/engines/logits_dump.h: headerless f32
-// [n, n_vocab], row i = the logits token i was chosen from). -p TEXT runs the raw engine only.
+// translated GGML graph; sdpa: AdaptToGenAI + MakeStateful; paged: + SDPAToPagedAttention; see
+// docs/LAYOUTS.md). With -p, paged (the default) runs the ContinuousBatchingPipeline (scheduler,
+// block manager, prefix cache; --kv-blocks blocks of 32 tokens), sdpa and raw run LLMPipeline.
+// With --tokens the three give the same ids and bit-identical --dump-logits files
+// (transforms/engines/logits_dump.h: headerless f32 [n, n_vocab], row i = the logits token i was
+// chosen from; paged fills its block table itself).
 #include <chrono>
 #include <cstdio>
 #include <sstream>
@@ -20,7 +22,9 @@
 
 #include "builder/raw_runner.h"
 #include "cli/commands.h"
+#include "pipeline/continuous_batching.h"
 #include "pipeline/llm_pipeline.h"
+#include "pipeline/paged_runner.h"
 #include "transforms/engines/engines.h"
 
 namespace ggflow::cli {
@@ -45,8 +49,9 @@ Result<std::vector<int32_t>> parse_ids(const std::string& s) {
 }
 
 struct Opts {
-  std::string engine = "raw", model, tokens, prompt, dump;
+  std::string engine = "paged", model, tokens, prompt, dump;
   int n = -1;
+  int32_t kv_blocks = 64;
   bool chat = false, no_fa = false, timing = false;
   genai::SamplingParams sp;
   int64_t seed = -1;
@@ -90,20 +95,40 @@ Status run_tokens(const Opts& o) {
   return {};
 }
 
-Status run_text(Opts o) {
-  auto model = pipeline::open_raw_model(o.model);
+bool print_text(std::string_view text) {
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fflush(stdout);
+  return true;
+}
+
+// One request through the continuous-batching pipeline over the paged model.
+Result<pipeline::GenerationResult> run_paged(const Opts& o, const nlohmann::ordered_json& messages) {
+  auto runner = pipeline::PagedModelRunner::open(o.model, o.kv_blocks);
+  if (!runner) return runner.error();
+  genai::EngineConfig cfg;
+  cfg.num_blocks = o.kv_blocks;
+  auto pipe = pipeline::ContinuousBatchingPipeline::create(o.model, **runner, cfg);
+  if (!pipe) return pipe.error();
+  auto stream = [](pipeline::RequestId, std::string_view t) { return print_text(t); };
+  auto id = o.chat ? (*pipe)->add_chat_request(messages, o.sp, stream) : (*pipe)->add_request(o.prompt, o.sp, stream);
+  if (!id) return id.error();
+  if (auto s = (*pipe)->run_until_done(); !s) return s.error();
+  return (*pipe)->result(*id);
+}
+
+Result<pipeline::GenerationResult> run_single(const Opts& o, const nlohmann::ordered_json& messages) {
+  auto model = o.engine == "raw" ? pipeline::open_raw_model(o.model) : pipeline::open_sdpa_model(o.model);
   if (!model) return model.error();
   auto pipe = pipeline::LLMPipeline::create(o.model, std::move(*model));
   if (!pipe) return pipe.error();
+  return o.chat ? (*pipe)->chat(messages, o.sp, print_text) : (*pipe)->generate(o.prompt, o.sp, print_text);
+}
+
+Status run_text(Opts o) {
   o.sp.max_tokens = o.n < 0 ? 256 : o.n;
   if (o.seed >= 0) o.sp.seed = static_cast<uint64_t>(o.seed);
-  auto stream = [](std::string_view text) {
-    std::fwrite(text.data(), 1, text.size(), stdout);
-    std::fflush(stdout);
-    return true;
-  };
-  auto res = o.chat ? (*pipe)->chat(nlohmann::ordered_json::array({{{"role", "user"}, {"content", o.prompt}}}), o.sp, stream)
-                    : (*pipe)->generate(o.prompt, o.sp, stream);
+  const auto messages = nlohmann::ordered_json::array({{{"role", "user"}, {"content", o.prompt}}});
+  auto res = o.engine == "paged" ? run_paged(o, messages) : run_single(o, messages);
   if (!res) return res.error();
   std::printf("\n");
   const auto& u = res->usage;
@@ -118,8 +143,10 @@ Status run_text(Opts o) {
 void add(CLI::App& app, int& rc) {
   auto* cmd = app.add_subcommand("run", "Generate text (or token ids) from a model");
   auto o = std::make_shared<Opts>();
-  cmd->add_option("--engine", o->engine, "layout that runs the graph: raw | sdpa | paged (sdpa/paged: with --tokens)")
-      ->check(CLI::IsMember({"raw", "sdpa", "paged"}));
+  cmd->add_option("--engine", o->engine, "layout that runs the graph: paged (continuous batching) | sdpa | raw")
+      ->check(CLI::IsMember({"raw", "sdpa", "paged"}))
+      ->capture_default_str();
+  cmd->add_option("--kv-blocks", o->kv_blocks, "paged: KV cache blocks of 32 tokens")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("-m,--model", o->model, "the .gguf model")->required();
   cmd->add_option("-p,--prompt", o->prompt, "prompt text");
   cmd->add_flag("--chat", o->chat, "wrap the prompt in the model's chat template as a user message");
@@ -141,10 +168,6 @@ void add(CLI::App& app, int& rc) {
     if (o->prompt.empty() == o->tokens.empty()) {
       rc = fail("run", make_error(o->prompt.empty() ? "no prompt" : "both -p and --tokens given",
                                   "pass either -p TEXT or --tokens 1,2,3"));
-      return;
-    }
-    if (o->tokens.empty() && o->engine != "raw") {
-      rc = fail("run", make_error("-p TEXT runs the raw engine only", "pass --tokens 1,2,3 with --engine " + o->engine));
       return;
     }
     Status s = o->tokens.empty() ? run_text(*o) : run_tokens(*o);

@@ -1,7 +1,7 @@
 // One request's model, as the single-request pipeline sees it: feed the next tokens, get the
 // logits of the last one. The KV state lives inside; reset() empties it between requests.
 // Implementations: the raw runner (raw GGML layout, the numeric reference) and the stateful SDPA
-// model; both run on the IR reference evaluator.
+// model (LLMPipeline's default); both run on the IR reference evaluator.
 #pragma once
 
 #include <cstdint>
@@ -27,5 +27,7 @@ class SequenceModel {
 
 // The raw runner behind the SequenceModel interface. `n_ctx` 0: the model's training context.
 Result<std::unique_ptr<SequenceModel>> open_raw_model(const std::string& path, int64_t n_ctx = 0);
+// The stateful SDPA layout (AdaptToGenAI + MakeStateful) behind the SequenceModel interface.
+Result<std::unique_ptr<SequenceModel>> open_sdpa_model(const std::string& path, int64_t n_ctx = 0);
 
 }  // namespace ggflow::pipeline
