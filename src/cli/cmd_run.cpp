@@ -3,9 +3,10 @@
 //   ggflow run -m FILE -p TEXT [--chat] [-n N] [--temperature T] [--top-k K] [--top-p P] [--min-p P]
 //              [--repeat-penalty R] [--presence-penalty P] [--frequency-penalty F] [--seed S]
 //              [--stop STR]...      text in, text streamed to stdout, statistics on stderr
-//   ggflow run -m FILE --tokens 1,2,3 [-n N] [--dump-logits FILE] [--no-flash-attn]
-//              token ids in, greedy ids out (comma-separated, one line): the layout-equivalence
-//              runner. --dump-logits writes the logits each generated token was chosen from as raw
+//   ggflow run -m FILE (--tokens 1,2,3 | -p TEXT [--chat]) --dump-logits FILE [-n N] [--no-flash-attn]
+//   ggflow run -m FILE --tokens 1,2,3 [-n N]
+//              greedy on one layout, the layout-equivalence runner: ids out (comma-separated, one
+//              line) for --tokens, text for -p. --dump-logits writes the logits each generated token was chosen from as raw
 //              little-endian f32, [n, n_vocab].
 // --engine selects the layout that runs the graph, all on the IR reference evaluator (raw: the
 // translated GGML graph; sdpa: AdaptToGenAI + MakeStateful; paged: + SDPAToPagedAttention; see
@@ -57,8 +58,9 @@ struct Opts {
   int64_t seed = -1;
 };
 
-Status run_tokens(const Opts& o) {
-  auto ids = parse_ids(o.tokens);
+// Greedy ids from ids on one layout. With `text_out`, the prompt came from -p: the ids are decoded
+// and printed as text instead.
+Status run_tokens(const Opts& o, Result<std::vector<int32_t>> ids, const genai::Tokenizer* text_out = nullptr) {
   if (!ids) return ids.error();
   auto t0 = std::chrono::steady_clock::now();
   std::vector<float> logits;
@@ -82,7 +84,13 @@ Status run_tokens(const Opts& o) {
   }
   if (!out) return out.error();
   std::string line;
-  for (size_t i = 0; i < out->size(); ++i) line += (i ? "," : "") + std::to_string((*out)[i]);
+  if (text_out) {
+    auto text = text_out->decode(*out);
+    if (!text) return text.error();
+    line = *text;
+  } else {
+    for (size_t i = 0; i < out->size(); ++i) line += (i ? "," : "") + std::to_string((*out)[i]);
+  }
   std::printf("%s\n", line.c_str());
   if (!o.dump.empty()) {
     FILE* f = std::fopen(o.dump.c_str(), "wb");
@@ -161,7 +169,7 @@ void add(CLI::App& app, int& rc) {
   cmd->add_option("--frequency-penalty", o->sp.frequency_penalty, "0 = off");
   cmd->add_option("--seed", o->seed, "random seed (default: random)");
   cmd->add_option("--stop", o->sp.stop, "stop string (repeatable); never printed");
-  cmd->add_option("--dump-logits", o->dump, "with --tokens: write the logits of each generated token (raw f32)");
+  cmd->add_option("--dump-logits", o->dump, "greedy: write the logits of each generated token (raw f32 [n, n_vocab])");
   cmd->add_flag("--no-flash-attn", o->no_fa, "with --tokens: attention as MUL_MAT + SOFT_MAX instead of FLASH_ATTN_EXT");
   cmd->add_flag("--timing", o->timing, "with --tokens: print the time taken on stderr");
   cmd->callback([o, &rc] {
@@ -170,7 +178,22 @@ void add(CLI::App& app, int& rc) {
                                   "pass either -p TEXT or --tokens 1,2,3"));
       return;
     }
-    Status s = o->tokens.empty() ? run_text(*o) : run_tokens(*o);
+    Status s;
+    if (!o->tokens.empty()) {
+      s = run_tokens(*o, parse_ids(o->tokens));
+    } else if (!o->dump.empty()) {  // -p with --dump-logits: the greedy layout runner on the prompt's ids
+      auto format = pipeline::PromptFormat::from_file(o->model);
+      if (!format) {
+        rc = fail("run", format.error());
+        return;
+      }
+      auto prompt = o->chat ? (*format)->apply_chat_template(
+                                  nlohmann::ordered_json::array({{{"role", "user"}, {"content", o->prompt}}}))
+                            : Result<std::string>(o->prompt);
+      s = prompt ? run_tokens(*o, (*format)->encode(*prompt), &(*format)->tokenizer()) : Status(prompt.error());
+    } else {
+      s = run_text(*o);
+    }
     if (!s) rc = fail("run", s.error());
   });
 }

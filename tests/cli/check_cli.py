@@ -121,6 +121,15 @@ def run_and_chat(ggflow, root, shared):
               "run -p streams text to stdout and statistics to stderr")
         again = run(ggflow, "run", "-m", stories, "-p", "Once upon a time", "-n", "20", "--temperature", "0")
         check(again.stdout == r.stdout, "run greedy is repeatable")
+        with tempfile.TemporaryDirectory() as d:
+            outs = {}
+            for e in ("raw", "sdpa", "paged"):
+                r = run(ggflow, "run", "--engine", e, "-m", stories, "-p", "Once upon a time", "-n", "12",
+                        "--dump-logits", Path(d) / f"{e}.bin")
+                outs[e] = (r.returncode, r.stdout, (Path(d) / f"{e}.bin").read_bytes() if r.returncode == 0 else b"")
+            check(all(o[0] == 0 for o in outs.values()) and len(outs["raw"][2]) == 12 * 512 * 4
+                  and outs["raw"] == outs["sdpa"] == outs["paged"],
+                  "run -p --dump-logits: raw, sdpa and paged give the same text and identical logits files")
         r = run(ggflow, "run", "-m", stories, "-p", "Once", "--chat")
         check(r.returncode == 1 and b"no chat template" in r.stderr, "run --chat without a template: clear error")
         r = run(ggflow, "run", "-m", stories, "-p", "Once", "--temperature", "-1")
