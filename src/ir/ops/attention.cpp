@@ -7,6 +7,7 @@
 #include <cmath>
 #include <limits>
 
+#include "ir/attention_row.h"
 #include "ir/infer_ctx.h"
 #include "ir/kernel_util.h"
 #include "ir/op_registry.h"
@@ -78,30 +79,17 @@ Outs eval_ScaledDotProductAttention(const Node& n, std::span<const Tensor> in) {
       const float* V = v.data() + (b * Hk + hk) * Tk * Sv;
       for (int64_t i = 0; i < Tq; ++i) {
         const float* Q = q.data() + ((b * Hq + h) * Tq + i) * S;
-        float mx = ninf;
+        sc.assign(static_cast<size_t>(Tk), 0.0f);
         for (int64_t j = 0; j < Tk; ++j) {
-          float s = 0.0f;
-          for (int64_t d = 0; d < S; ++d) s += Q[d] * K[j * S + d];
-          s *= scale;
+          float s = attention_score(Q, K + j * S, S, scale);
           if (!mmap.empty()) {
             float m = mask[mmap[((b * Hq + h) * Tq + i) * Tk + j]];
             s = bool_mask ? (m != 0.0f ? s : ninf) : s + m;
           }
           if (a.causal && j > i + (Tk - Tq)) s = ninf;
           sc[j] = s;
-          mx = std::max(mx, s);
         }
-        float sum = 0.0f;
-        for (int64_t j = 0; j < Tk; ++j) {
-          sc[j] = mx == ninf ? 0.0f : std::exp(sc[j] - mx);
-          sum += sc[j];
-        }
-        float* O = out.data() + ((b * Hq + h) * Tq + i) * Sv;
-        for (int64_t d = 0; d < Sv; ++d) {
-          float acc = 0.0f;
-          for (int64_t j = 0; j < Tk; ++j) acc += sc[j] * V[j * Sv + d];
-          O[d] = sum > 0.0f ? acc / sum : 0.0f;
-        }
+        attend_row(sc, [&](int64_t j) { return V + j * Sv; }, Sv, out.data() + ((b * Hq + h) * Tq + i) * Sv);
       }
     }
   std::vector<int64_t> os = qs;

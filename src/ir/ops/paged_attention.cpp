@@ -33,6 +33,7 @@
 #include <cmath>
 #include <limits>
 
+#include "ir/attention_row.h"
 #include "ir/infer_ctx.h"
 #include "ir/kernel_util.h"
 #include "ir/op_registry.h"
@@ -138,8 +139,7 @@ Outs eval_PagedAttention(const Node& n, std::span<const Tensor> in) {
       for (int64_t d = 0; d < S; ++d) kc[*r * S + d] = k[(t * Hk + h) * S + d];
       for (int64_t d = 0; d < Sv; ++d) vc[*r * Sv + d] = v[(t * Hk + h) * Sv + d];
     }
-  // 2. attend, per (row, head), exactly as ScaledDotProductAttention does per query row
-  const float ninf = -std::numeric_limits<float>::infinity();
+  // 2. attend, per (row, head), with the row arithmetic ScaledDotProductAttention uses (attention_row.h)
   std::vector<float> out(static_cast<size_t>(T * Hq * Sv)), sc;
   std::vector<int64_t> krow;
   for (int64_t t = 0; t < T; ++t) {
@@ -156,28 +156,11 @@ Outs eval_PagedAttention(const Node& n, std::span<const Tensor> in) {
       const int64_t nk = static_cast<int64_t>(krow.size());
       sc.assign(nk, 0.0f);
       const float* Q = q.data() + (t * Hq + h) * S;
-      float mx = ninf;
       for (int64_t j = 0; j < nk; ++j) {
-        const float* K = kc.data() + krow[j] * S;
-        float sj = 0.0f;
-        for (int64_t d = 0; d < S; ++d) sj += Q[d] * K[d];
-        sj *= scale;
-        float m = alibi.empty() ? 0.0f : alibi[h] * static_cast<float>(lo + j - p);
-        sj = sj + m;  // SDPA adds its mask value (0 for a visible key) here
-        sc[j] = sj;
-        mx = std::max(mx, sj);
+        const float m = alibi.empty() ? 0.0f : alibi[h] * static_cast<float>(lo + j - p);
+        sc[j] = attention_score(Q, kc.data() + krow[j] * S, S, scale) + m;  // SDPA adds its mask value here
       }
-      float sum = 0.0f;
-      for (int64_t j = 0; j < nk; ++j) {
-        sc[j] = mx == ninf ? 0.0f : std::exp(sc[j] - mx);
-        sum += sc[j];
-      }
-      float* O = out.data() + (t * Hq + h) * Sv;
-      for (int64_t d = 0; d < Sv; ++d) {
-        float acc = 0.0f;
-        for (int64_t j = 0; j < nk; ++j) acc += sc[j] * vc[krow[j] * Sv + d];
-        O[d] = sum > 0.0f ? acc / sum : 0.0f;
-      }
+      attend_row(sc, [&](int64_t j) { return vc.data() + krow[j] * Sv; }, Sv, out.data() + (t * Hq + h) * Sv);
     }
   }
   return std::vector<Tensor>{Tensor::from_f32(in[0].type(), {T, Hq * Sv}, out),
