@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "gguf/result.h"
+#include "transforms/engines/engines.h"
 
 namespace ggflow::pipeline {
 
@@ -25,9 +26,15 @@ class SequenceModel {
   virtual int64_t n_ctx() const = 0;
 };
 
-// The raw runner behind the SequenceModel interface. `n_ctx` 0: the model's training context.
-Result<std::unique_ptr<SequenceModel>> open_raw_model(const std::string& path, int64_t n_ctx = 0);
-// The stateful SDPA layout (AdaptToGenAI + MakeStateful) behind the SequenceModel interface.
-Result<std::unique_ptr<SequenceModel>> open_sdpa_model(const std::string& path, int64_t n_ctx = 0);
+// A layout engine (transforms/engines) behind the SequenceModel interface; `n_ctx` 0: the
+// model's training context (`{arch}.context_length`).
+Result<std::unique_ptr<SequenceModel>> open_sequence_model(const std::string& path, transforms::Layout layout,
+                                                           int64_t n_ctx = 0);
+inline Result<std::unique_ptr<SequenceModel>> open_raw_model(const std::string& path, int64_t n_ctx = 0) {
+  return open_sequence_model(path, transforms::Layout::raw, n_ctx);
+}
+inline Result<std::unique_ptr<SequenceModel>> open_sdpa_model(const std::string& path, int64_t n_ctx = 0) {
+  return open_sequence_model(path, transforms::Layout::sdpa, n_ctx);
+}
 
 }  // namespace ggflow::pipeline

@@ -1,15 +1,14 @@
-// The stateful SDPA layout (AdaptToGenAI + MakeStateful) behind SequenceModel: LLMPipeline's
-// model (DESIGN.md section 5). The KV cache is the evaluator's variable state.
-#include "gguf/file.h"
 #include "pipeline/sequence_model.h"
-#include "transforms/engines/engines.h"
+
+#include "gguf/file.h"
 
 namespace ggflow::pipeline {
 namespace {
 
-class SdpaModel final : public SequenceModel {
+// A layout engine with the context limit the pipeline enforces.
+class EngineModel final : public SequenceModel {
  public:
-  SdpaModel(std::unique_ptr<transforms::SequenceEngine> e, int64_t n_ctx) : e_(std::move(e)), n_ctx_(n_ctx) {}
+  EngineModel(std::unique_ptr<transforms::SequenceEngine> e, int64_t n_ctx) : e_(std::move(e)), n_ctx_(n_ctx) {}
   void reset() override { e_->reset(); }
   Result<std::vector<float>> step(std::span<const int32_t> tokens) override {
     if (e_->n_past() + static_cast<int64_t>(tokens.size()) > n_ctx_)
@@ -28,16 +27,17 @@ class SdpaModel final : public SequenceModel {
 
 }  // namespace
 
-Result<std::unique_ptr<SequenceModel>> open_sdpa_model(const std::string& path, int64_t n_ctx) {
+Result<std::unique_ptr<SequenceModel>> open_sequence_model(const std::string& path, transforms::Layout layout,
+                                                           int64_t n_ctx) {
   if (n_ctx <= 0) {
     auto f = gguf::File::open(path);
     if (!f) return f.error();
     auto train = f->get<int64_t>(std::string(f->architecture()) + ".context_length");
     n_ctx = train ? *train : 4096;
   }
-  auto e = transforms::open_engine(path, transforms::Layout::sdpa);
+  auto e = transforms::open_engine(path, layout);
   if (!e) return e.error();
-  return std::unique_ptr<SequenceModel>(new SdpaModel(std::move(*e), n_ctx));
+  return std::unique_ptr<SequenceModel>(new EngineModel(std::move(*e), n_ctx));
 }
 
 }  // namespace ggflow::pipeline
