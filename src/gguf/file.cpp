@@ -35,7 +35,7 @@ class Parser {
 
   Status run() {
     if (b_.size() < 4 || std::memcmp(b_.data(), "GGUF", 4) != 0) {
-      return make_error(fmt::format("not a GGUF file: the first bytes are not the magic \"GGUF\" "
+      return make_error(fmt::format("not a GGUF file: the 4 bytes at byte offset 0 are not the magic \"GGUF\" "
                                     "(file size {} bytes)", b_.size()),
                         "pass a .gguf model file");
     }
@@ -46,7 +46,7 @@ class Parser {
       return make_error("GGUF version 1 is not supported (field 'version' at byte offset 4)",
                         "convert the model again with a current llama.cpp/gguf tool (v3)");
     if ((version & 0xFFFF) == 0 && version != 0)
-      return make_error(fmt::format("GGUF version field is {:#x}: this looks like a big-endian file", version),
+      return make_error(fmt::format("GGUF version field at byte offset 4 is {:#x}: this looks like a big-endian file", version),
                         "only little-endian GGUF files are supported");
     if (version != 2 && version != 3)
       return make_error(fmt::format("unsupported GGUF version {} (field 'version' at byte offset 4; "
@@ -77,7 +77,7 @@ class Parser {
     uint64_t data = align_up(pos_, f_.alignment_);
     if (data > b_.size()) {
       if (n_tensors != 0)
-        return make_error(fmt::format("data section starts at byte {} (after tensor infos, aligned to {}) "
+        return make_error(fmt::format("data section starts at byte offset {} (after tensor infos, aligned to {}) "
                                       "but the file has only {} bytes", data, f_.alignment_, b_.size()), kDamaged);
       data = b_.size();  // vocabulary-only files may end right after the header
     }
@@ -253,8 +253,8 @@ class Parser {
                                "the file uses a tensor type this version of ggflow does not know");
     t.type = tr->type;
     if (t.ne[0] % tr->block_size != 0)
-      return make_error(fmt::format("{}: ne[0] = {} is not a multiple of the {} block size {}", tf, t.ne[0],
-                                    tr->name, tr->block_size), kDamaged);
+      return make_error(fmt::format("{} (info at byte offset {}): ne[0] = {} is not a multiple of the {} block size {}",
+                                    tf, t.info_offset, t.ne[0], tr->name, tr->block_size), kDamaged);
     if (mul_overflows(t.n_elements / tr->block_size, tr->type_size, &t.n_bytes))
       return limit_error(tf + ".size", at_type, t.n_elements, kMaxElements, "byte size overflows");
     const uint64_t at_off = pos_;
@@ -288,8 +288,9 @@ class Parser {
       const TensorInfo& a = *by_offset[k - 1];
       const TensorInfo& b = *by_offset[k];
       if (a.offset + a.n_bytes > b.offset)
-        return make_error(fmt::format("tensors '{}' [{}, {}) and '{}' [{}, {}) overlap in the data section",
-                                      a.name, a.offset, a.offset + a.n_bytes, b.name, b.offset, b.offset + b.n_bytes),
+        return make_error(fmt::format("tensors '{}' [{}, {}) and '{}' [{}, {}) overlap in the data section (at byte "
+                                      "offset {}; infos at byte offsets {} and {})", a.name, a.offset, a.offset + a.n_bytes,
+                                      b.name, b.offset, b.offset + b.n_bytes, f_.data_offset_, a.info_offset, b.info_offset),
                           kDamaged);
     }
     return {};
