@@ -10,7 +10,7 @@ int64_t PrefixMatch::num_tokens() const { return int64_t(blocks.size()) * BlockM
 
 BlockManager::BlockManager(int32_t num_blocks, bool enable_prefix_caching)
     : caching_(enable_prefix_caching), ref_(size_t(num_blocks), 0), cache_(num_blocks, kBlockSize) {
-  GGFLOW_KV_CHECK(num_blocks >= 1, "the pool needs at least one block");
+  GGFLOW_CHECK(num_blocks >= 1, "the pool needs at least one block");
   free_.reserve(size_t(num_blocks));
   for (int32_t b = num_blocks - 1; b >= 0; --b) free_.push_back(b);  // block 0 is handed out first
 }
@@ -67,11 +67,11 @@ int32_t BlockManager::take_fresh_block() {
     free_.pop_back();
   } else {
     auto e = cache_.evict_lru();  // drops its cache entry: its K/V will be overwritten
-    GGFLOW_KV_CHECK(e.has_value(), "take_fresh_block called with no free block");
+    GGFLOW_CHECK(e.has_value(), "take_fresh_block called with no free block");
     b = *e;
   }
   // Invariant: a block leaves the free stack / LRU only here, exactly when it gets its first owner.
-  GGFLOW_KV_CHECK(ref_[size_t(b)] == 0, "a free block has no owner");
+  GGFLOW_CHECK(ref_[size_t(b)] == 0, "a free block has no owner");
   ref_[size_t(b)] = 1;
   return b;
 }
@@ -80,7 +80,7 @@ bool BlockManager::allocate(RequestId seq, int64_t num_tokens, const PrefixMatch
   if (blocks_needed(seq, num_tokens, match) > num_free()) return false;
   SeqBlocks& s = seqs_[seq];
   if (match && !match->blocks.empty()) {
-    GGFLOW_KV_CHECK(s.table.empty(), "a prefix match is attached to a sequence without blocks");
+    GGFLOW_CHECK(s.table.empty(), "a prefix match is attached to a sequence without blocks");
     // Invariant: ref_count == number of tables holding the block; shared blocks are full and cached,
     // so no sequence ever writes into a block another sequence reads.
     for (int32_t b : match->blocks) {
@@ -98,9 +98,9 @@ bool BlockManager::allocate(RequestId seq, int64_t num_tokens, const PrefixMatch
 void BlockManager::commit(RequestId seq, std::span<const int32_t> tokens, int64_t num_computed) {
   if (!caching_) return;
   auto it = seqs_.find(seq);
-  GGFLOW_KV_CHECK(it != seqs_.end(), "commit for a sequence without blocks");
+  GGFLOW_CHECK(it != seqs_.end(), "commit for a sequence without blocks");
   SeqBlocks& s = it->second;
-  GGFLOW_KV_CHECK(num_computed <= int64_t(s.table.size()) * kBlockSize, "computed tokens beyond the table");
+  GGFLOW_CHECK(num_computed <= int64_t(s.table.size()) * kBlockSize, "computed tokens beyond the table");
   for (size_t i = s.hashes.size(); int64_t(i + 1) * kBlockSize <= num_computed; ++i) {
     const uint64_t parent = i == 0 ? PrefixCache::kRootHash : s.hashes[i - 1];
     auto blk = tokens.subspan(i * kBlockSize, kBlockSize);
@@ -108,7 +108,7 @@ void BlockManager::commit(RequestId seq, std::span<const int32_t> tokens, int64_
     s.hashes.push_back(h);
     const int32_t b = s.table[i];
     if (cache_.is_cached(b)) {
-      GGFLOW_KV_CHECK(cache_.hash_of(b) == h, "a shared block is cached under its own content");
+      GGFLOW_CHECK(cache_.hash_of(b) == h, "a shared block is cached under its own content");
       continue;
     }
     cache_.insert(b, h, parent, blk);  // false: the same content is cached in another block already
@@ -120,7 +120,7 @@ void BlockManager::free(RequestId seq) {
   if (it == seqs_.end()) return;
   const std::vector<int32_t>& t = it->second.table;
   for (auto b = t.rbegin(); b != t.rend(); ++b) {  // back to front: deeper prefix blocks evicted first
-    GGFLOW_KV_CHECK(ref_[size_t(*b)] > 0, "freeing a block that has no owner");
+    GGFLOW_CHECK(ref_[size_t(*b)] > 0, "freeing a block that has no owner");
     if (--ref_[size_t(*b)] > 0) continue;          // still shared by another sequence
     // Invariant: a block whose last owner leaves is free XOR evictable, never both, never lost.
     if (cache_.is_cached(*b)) cache_.push_evictable(*b); else free_.push_back(*b);

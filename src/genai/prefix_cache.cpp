@@ -33,8 +33,8 @@ std::optional<int32_t> PrefixCache::lookup(uint64_t hash, uint64_t parent, std::
 }
 
 bool PrefixCache::insert(int32_t block, uint64_t hash, uint64_t parent, std::span<const int32_t> tokens) {
-  GGFLOW_KV_CHECK(int64_t(tokens.size()) == block_size_, "only full blocks are cached");
-  GGFLOW_KV_CHECK(!cached_[size_t(block)], "a block is cached under one hash at a time");
+  GGFLOW_CHECK(int64_t(tokens.size()) == block_size_, "only full blocks are cached");
+  GGFLOW_CHECK(!cached_[size_t(block)], "a block is cached under one hash at a time");
   if (!map_.emplace(hash, block).second) return false;
   cached_[size_t(block)] = true;
   hash_[size_t(block)] = hash;
@@ -44,7 +44,7 @@ bool PrefixCache::insert(int32_t block, uint64_t hash, uint64_t parent, std::spa
 }
 
 void PrefixCache::push_evictable(int32_t b) {
-  GGFLOW_KV_CHECK(cached_[size_t(b)] && !in_lru_[size_t(b)], "only cached, unlisted blocks become evictable");
+  GGFLOW_CHECK(cached_[size_t(b)] && !in_lru_[size_t(b)], "only cached, unlisted blocks become evictable");
   in_lru_[size_t(b)] = true;
   prev_[size_t(b)] = tail_;
   next_[size_t(b)] = -1;
@@ -54,7 +54,7 @@ void PrefixCache::push_evictable(int32_t b) {
 }
 
 void PrefixCache::remove_evictable(int32_t b) {
-  GGFLOW_KV_CHECK(in_lru_[size_t(b)], "block is not in the LRU list");
+  GGFLOW_CHECK(in_lru_[size_t(b)], "block is not in the LRU list");
   const int32_t p = prev_[size_t(b)], n = next_[size_t(b)];
   if (p >= 0) next_[size_t(p)] = n; else head_ = n;
   if (n >= 0) prev_[size_t(n)] = p; else tail_ = p;

@@ -15,22 +15,12 @@
 
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <optional>
 #include <span>
 #include <unordered_map>
 #include <vector>
 
-// Internal invariants of the KV cache bookkeeping (programming errors, never bad input): print and
-// abort. Bad requests are rejected with Error values before they reach this code.
-#define GGFLOW_KV_CHECK(cond, msg)                                                          \
-  do {                                                                                      \
-    if (!(cond)) {                                                                          \
-      std::fprintf(stderr, "%s:%d: KV invariant failed: %s (%s)\n", __FILE__, __LINE__, #cond, \
-                   static_cast<const char*>(msg));                                          \
-      std::abort();                                                                         \
-    }                                                                                       \
-  } while (0)
+#include "gguf/check.h"  // GGFLOW_CHECK: KV bookkeeping invariants; bad requests never reach them
 
 namespace ggflow::genai {
 

@@ -116,7 +116,7 @@ ScheduledBatch Scheduler::build_batch(const std::vector<ScheduledChunk>& chunks,
     }
     const std::vector<int32_t>& table = blocks_.table(s.id);
     // Invariant: a scheduled sequence's table covers exactly its cached + new tokens.
-    GGFLOW_KV_CHECK(int64_t(table.size()) == BlockManager::blocks_for_tokens(end), "block table does not cover the chunk");
+    GGFLOW_CHECK(int64_t(table.size()) == BlockManager::blocks_for_tokens(end), "block table does not cover the chunk");
     b.block_indices.insert(b.block_indices.end(), table.begin(), table.end());
     b.past_lens.push_back(int32_t(past));
     b.subsequence_begins.push_back(int32_t(b.input_ids.size()));

@@ -4,7 +4,7 @@
 #include <atomic>
 #include <sstream>
 
-#include "ir/check.h"
+#include "gguf/check.h"
 #include "ir/infer_ctx.h"
 #include "ir/op_registry.h"
 

@@ -4,7 +4,7 @@
 #include <sstream>
 
 #include "gguf/dequant.h"
-#include "ir/check.h"
+#include "gguf/check.h"
 
 namespace ggflow::ir {
 

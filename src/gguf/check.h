@@ -1,5 +1,5 @@
-// Internal invariants (programming errors, never bad input): print and abort.
-// Bad input (a malformed graph, a wrong shape) is reported through Error values instead.
+// GGFLOW_CHECK: internal invariants of every layer (programming errors, never bad input): print
+// where and abort. Bad input (files, graphs, requests) is reported through Error values instead.
 #pragma once
 
 #include <cstdio>
