@@ -8,9 +8,9 @@ The oracle is Python's jinja2, set up as Hugging Face transformers sets it up fo
 outputs are reproducible; the C++ test sets the same clock.
 
 Inputs:  ../shared/data/chat-templates/*.jinja, plus `tokenizer.chat_template` of the real models
-         in models/ (extracted to tests/genai/data/templates/models/<model>.jinja).
-Cases:   tests/genai/data/templates/cases.json (message lists, tools, add_generation_prompt).
-Output:  tests/genai/data/templates/expected/<template>.json:
+         in models/ (extracted to tests/text/data/templates/models/<model>.jinja).
+Cases:   tests/text/data/templates/cases.json (message lists, tools, add_generation_prompt).
+Output:  tests/text/data/templates/expected/<template>.json:
          {"template": path relative to the repo or "shared:NAME", "cases": {case: {"output": s} | {"error": s}}}
 Rerun:   .venv/bin/python python/gen_template_expected.py
 """
@@ -26,7 +26,7 @@ import jinja2.sandbox
 
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared" / "data" / "chat-templates"
-DATA = ROOT / "tests" / "genai" / "data" / "templates"
+DATA = ROOT / "tests" / "text" / "data" / "templates"
 MODELS = ["smollm2-135m-instruct-q4_1.gguf", "gemma3-270m-q4_k_m.gguf"]
 FIXED_NOW = datetime.datetime(2025, 3, 7, 14, 5, 9)  # must match kFixedNow in the C++ test
 BOS, EOS = "<s>", "</s>"

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Write the token ids llama-cpp-python gives for a fixed list of strings, per model.
 
-The outputs (tests/genai/data/tokenizer_expected_<name>.json) are committed; the C++ test
-tests/genai/test_tokenizer_oracle.cpp checks that ggflow's tokenizer gives the same ids.
+The outputs (tests/text/data/tokenizer_expected_<name>.json) are committed; the C++ test
+tests/text/test_tokenizer_oracle.cpp checks that ggflow's tokenizer gives the same ids.
 llama-cpp-python is an independent oracle (llama.cpp's own tokenizer, compiled from source).
 
 Setup (a separate venv; pip compiles llama.cpp, several minutes):
@@ -103,7 +103,7 @@ def main():
             "generator": "python/gen_tokenizer_expected.py",
             "cases": cases,
         }
-        dst = os.path.join(ROOT, "tests", "genai", "data", f"tokenizer_expected_{name}.json")
+        dst = os.path.join(ROOT, "tests", "text", "data", f"tokenizer_expected_{name}.json")
         with open(dst, "w", encoding="utf-8") as f:
             json.dump(out, f, ensure_ascii=False, indent=1)
             f.write("\n")

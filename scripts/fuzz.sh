@@ -11,7 +11,7 @@ mkdir -p $out/seeds $out/work $out/artifacts
 flags="-std=c++20 -O1 -g -fno-omit-frame-pointer -ffp-contract=off -Isrc -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined"
 srcs="src/gguf/types.cpp src/gguf/value.cpp src/gguf/bytes.cpp src/gguf/file.cpp src/gguf/dequant.cpp src/gguf/writer.cpp"
 bin=$out/fuzz_gguf
-if [ ! -x $bin ] || [ -n "$(find src/gguf fuzz -newer $bin -name '*.[ch]*' | head -1)" ]; then
+if [ ! -x $bin ] || [ -n "$(find src/base src/gguf fuzz -newer $bin -name '*.[ch]*' | head -1)" ]; then
   echo "fuzz: building $bin" >&2
   clang++ $flags $srcs fuzz/fuzz_gguf.cpp -lfmt -o $bin
 fi

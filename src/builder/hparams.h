@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "gguf/file.h"
-#include "gguf/result.h"
+#include "base/result.h"
 
 namespace ggflow::builder {
 

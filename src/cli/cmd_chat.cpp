@@ -15,18 +15,22 @@ namespace ggflow::cli {
 namespace {
 
 struct Opts {
-  std::string model, system;
+  std::string model, system, executor = "ref";
   int n = 256;
   double temperature = 0.7;
   int64_t seed = -1;
 };
 
 Status chat(const Opts& o) {
-  auto model = pipeline::open_sdpa_model(o.model);
-  if (!model) return model.error();
-  auto pipe = pipeline::LLMPipeline::create(o.model, std::move(*model));
+  auto executor = runtime::executor_from_name(o.executor);
+  if (!executor) return executor.error();
+  auto file = runtime::ModelFile::open(o.model);
+  if (!file) return file.error();
+  runtime::RunnerOptions ro;
+  ro.compile.executor = *executor;
+  auto pipe = pipeline::LLMPipeline::open(**file, transforms::Layout::sdpa, ro);
   if (!pipe) return pipe.error();
-  genai::SamplingParams sp;
+  text::SamplingParams sp;
   sp.temperature = o.temperature;
   sp.max_tokens = o.n;
   if (o.seed >= 0) sp.seed = static_cast<uint64_t>(o.seed);
@@ -65,6 +69,7 @@ void add(CLI::App& app, int& rc) {
   auto o = std::make_shared<Opts>();
   cmd->add_option("-m,--model", o->model, "the .gguf model")->required();
   cmd->add_option("--system", o->system, "system prompt");
+  cmd->add_option("--executor", o->executor, "what runs the graph: ref (the IR reference evaluator)")->capture_default_str();
   cmd->add_option("-n,--max-tokens", o->n, "tokens per answer at most")->capture_default_str();
   cmd->add_option("--temperature", o->temperature, "0 = greedy")->capture_default_str();
   cmd->add_option("--seed", o->seed, "random seed (default: random)");

@@ -10,7 +10,7 @@
 #include "builder/build.h"
 #include "cli/commands.h"
 #include "ir/printer.h"
-#include "transforms/engines/engines.h"
+#include "runtime/model_file.h"
 
 namespace ggflow::cli {
 namespace {
@@ -30,11 +30,12 @@ void add(CLI::App& app, int& rc) {
   cmd->add_option("--label", o->label, "the table's title (default: the file name)");
   cmd->add_flag("--no-flash-attn", o->no_fa, "raw layout with MUL_MAT + SOFT_MAX attention (no SDPA/paged)");
   cmd->callback([o, &rc] {
-    transforms::EngineOptions eo{.flash_attn = !o->no_fa};
+    auto file = runtime::ModelFile::open(o->model, builder::BuildOptions{.flash_attn = !o->no_fa});
+    if (!file) { rc = fail("graph", file.error()); return; }
     if (o->key_shapes) {
       std::vector<std::pair<transforms::Layout, ir::Model>> models;
       for (auto l : {transforms::Layout::raw, transforms::Layout::sdpa, transforms::Layout::paged}) {
-        auto m = transforms::load_layout_model(o->model, l, eo);
+        auto m = (*file)->layout_model(l);
         if (!m) { rc = fail("graph", m.error()); return; }
         models.emplace_back(l, std::move(*m));
       }
@@ -43,7 +44,7 @@ void add(CLI::App& app, int& rc) {
       return;
     }
     std::vector<std::string> log;
-    auto m = transforms::load_layout_model(o->model, *transforms::layout_from_name(o->layout), eo, nullptr, &log);
+    auto m = (*file)->layout_model(*transforms::layout_from_name(o->layout), &log);
     if (o->passes)
       for (const auto& l : log) std::fprintf(stderr, "%s\n", l.c_str());
     if (!m) { rc = fail("graph", m.error()); return; }

@@ -8,25 +8,24 @@
 //              greedy on one layout, the layout-equivalence runner: ids out (comma-separated, one
 //              line) for --tokens, text for -p. --dump-logits writes the logits each generated token was chosen from as raw
 //              little-endian f32, [n, n_vocab].
-// --engine selects the layout that runs the graph, all on the IR reference evaluator (raw: the
-// translated GGML graph; sdpa: AdaptToGenAI + MakeStateful; paged: + SDPAToPagedAttention; see
-// docs/LAYOUTS.md). With -p, paged (the default) runs the ContinuousBatchingPipeline (scheduler,
-// block manager, prefix cache; --kv-blocks blocks of 32 tokens), sdpa and raw run LLMPipeline.
-// With --tokens the three give the same ids and bit-identical --dump-logits files
-// (transforms/engines/logits_dump.h: headerless f32 [n, n_vocab], row i = the logits token i was
-// chosen from; paged fills its block table itself).
+// --engine selects the layout that runs the graph (raw: the translated GGML graph; sdpa:
+// AdaptToGenAI + MakeStateful; paged: + SDPAToPagedAttention; see docs/LAYOUTS.md), --executor
+// what executes it (ref: the IR reference evaluator). With -p, paged (the default) runs the
+// ContinuousBatchingPipeline (scheduler, block manager, prefix cache; --kv-blocks blocks of 32
+// tokens), sdpa and raw run LLMPipeline. With --tokens the three give the same ids and
+// bit-identical --dump-logits files (runtime/logits_dump.h: headerless f32 [n, n_vocab], row i =
+// the logits token i was chosen from; paged fills its block table itself).
 #include <chrono>
 #include <cstdio>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
-#include "builder/raw_runner.h"
 #include "cli/commands.h"
 #include "pipeline/continuous_batching.h"
 #include "pipeline/llm_pipeline.h"
-#include "pipeline/paged_runner.h"
-#include "transforms/engines/engines.h"
+#include "runtime/greedy.h"
+#include "runtime/logits_dump.h"
 
 namespace ggflow::cli {
 namespace {
@@ -50,38 +49,26 @@ Result<std::vector<int32_t>> parse_ids(const std::string& s) {
 }
 
 struct Opts {
-  std::string engine = "paged", model, tokens, prompt, dump;
+  std::string engine = "paged", executor = "ref", model, tokens, prompt, dump;
   int n = -1;
   int32_t kv_blocks = 64;
   bool chat = false, no_fa = false, timing = false;
-  genai::SamplingParams sp;
+  text::SamplingParams sp;
   int64_t seed = -1;
 };
 
 // Greedy ids from ids on one layout. With `text_out`, the prompt came from -p: the ids are decoded
 // and printed as text instead.
-Status run_tokens(const Opts& o, Result<std::vector<int32_t>> ids, const genai::Tokenizer* text_out = nullptr) {
+Status run_tokens(const Opts& o, const runtime::ModelFile& file, Result<std::vector<int32_t>> ids,
+                  const text::Tokenizer* text_out = nullptr) {
   if (!ids) return ids.error();
   auto t0 = std::chrono::steady_clock::now();
+  runtime::RunnerOptions ro;
+  ro.compile.executor = *runtime::executor_from_name(o.executor);
+  auto runner = runtime::open_sequence_runner(file, *transforms::layout_from_name(o.engine), ro);
+  if (!runner) return runner.error();
   std::vector<float> logits;
-  Result<std::vector<int32_t>> out = std::vector<int32_t>{};
-  if (o.engine == "raw") {
-    auto r = builder::RawRunner::open(o.model, builder::BuildOptions{.flash_attn = !o.no_fa});
-    if (!r) return r.error();
-    for (int32_t id : *ids)
-      if (id >= (*r)->hparams().n_vocab)
-        return make_error("token id " + std::to_string(id) + " is outside the vocabulary (" +
-                          std::to_string((*r)->hparams().n_vocab) + " tokens)");
-    out = (*r)->generate_greedy(*ids, o.n < 0 ? 16 : o.n, o.dump.empty() ? nullptr : &logits);
-  } else {  // sdpa | paged (transforms/engines/engines.h)
-    auto e = transforms::open_engine(o.model, *transforms::layout_from_name(o.engine), {.flash_attn = !o.no_fa});
-    if (!e) return e.error();
-    for (int32_t id : *ids)
-      if (id >= (*e)->n_vocab())
-        return make_error("token id " + std::to_string(id) + " is outside the vocabulary (" +
-                          std::to_string((*e)->n_vocab()) + " tokens)");
-    out = transforms::generate_greedy(**e, *ids, o.n < 0 ? 16 : o.n, o.dump.empty() ? nullptr : &logits);
-  }
+  auto out = runtime::generate_greedy(**runner, *ids, o.n < 0 ? 16 : o.n, o.dump.empty() ? nullptr : &logits);
   if (!out) return out.error();
   std::string line;
   if (text_out) {
@@ -92,12 +79,8 @@ Status run_tokens(const Opts& o, Result<std::vector<int32_t>> ids, const genai::
     for (size_t i = 0; i < out->size(); ++i) line += (i ? "," : "") + std::to_string((*out)[i]);
   }
   std::printf("%s\n", line.c_str());
-  if (!o.dump.empty()) {
-    FILE* f = std::fopen(o.dump.c_str(), "wb");
-    const bool ok = f && std::fwrite(logits.data(), sizeof(float), logits.size(), f) == logits.size();
-    if (f) std::fclose(f);
-    if (!ok) return make_error("cannot write '" + o.dump + "'", "check the path and free disk space");
-  }
+  if (!o.dump.empty())
+    if (auto s = runtime::write_logits_dump(o.dump, logits); !s) return s;
   if (o.timing)
     std::fprintf(stderr, "ggflow run: %.2f s\n", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
   return {};
@@ -110,12 +93,13 @@ bool print_text(std::string_view text) {
 }
 
 // One request through the continuous-batching pipeline over the paged model.
-Result<pipeline::GenerationResult> run_paged(const Opts& o, const nlohmann::ordered_json& messages) {
-  auto runner = pipeline::PagedModelRunner::open(o.model, o.kv_blocks);
-  if (!runner) return runner.error();
-  genai::EngineConfig cfg;
+Result<pipeline::GenerationResult> run_paged(const Opts& o, const runtime::ModelFile& file,
+                                            const nlohmann::ordered_json& messages) {
+  serving::EngineConfig cfg;
   cfg.num_blocks = o.kv_blocks;
-  auto pipe = pipeline::ContinuousBatchingPipeline::create(o.model, **runner, cfg);
+  runtime::CompileOptions co;
+  co.executor = *runtime::executor_from_name(o.executor);
+  auto pipe = pipeline::ContinuousBatchingPipeline::open(file, cfg, co);
   if (!pipe) return pipe.error();
   auto stream = [](pipeline::RequestId, std::string_view t) { return print_text(t); };
   auto id = o.chat ? (*pipe)->add_chat_request(messages, o.sp, stream) : (*pipe)->add_request(o.prompt, o.sp, stream);
@@ -124,26 +108,27 @@ Result<pipeline::GenerationResult> run_paged(const Opts& o, const nlohmann::orde
   return (*pipe)->result(*id);
 }
 
-Result<pipeline::GenerationResult> run_single(const Opts& o, const nlohmann::ordered_json& messages) {
-  auto model = o.engine == "raw" ? pipeline::open_raw_model(o.model) : pipeline::open_sdpa_model(o.model);
-  if (!model) return model.error();
-  auto pipe = pipeline::LLMPipeline::create(o.model, std::move(*model));
+Result<pipeline::GenerationResult> run_single(const Opts& o, const runtime::ModelFile& file,
+                                             const nlohmann::ordered_json& messages) {
+  runtime::RunnerOptions ro;
+  ro.compile.executor = *runtime::executor_from_name(o.executor);
+  auto pipe = pipeline::LLMPipeline::open(file, *transforms::layout_from_name(o.engine), ro);
   if (!pipe) return pipe.error();
   return o.chat ? (*pipe)->chat(messages, o.sp, print_text) : (*pipe)->generate(o.prompt, o.sp, print_text);
 }
 
-Status run_text(Opts o) {
+Status run_text(Opts o, const runtime::ModelFile& file) {
   o.sp.max_tokens = o.n < 0 ? 256 : o.n;
   if (o.seed >= 0) o.sp.seed = static_cast<uint64_t>(o.seed);
   const auto messages = nlohmann::ordered_json::array({{{"role", "user"}, {"content", o.prompt}}});
-  auto res = o.engine == "paged" ? run_paged(o, messages) : run_single(o, messages);
+  auto res = o.engine == "paged" ? run_paged(o, file, messages) : run_single(o, file, messages);
   if (!res) return res.error();
   std::printf("\n");
   const auto& u = res->usage;
   const auto& t = res->timing;
   std::fprintf(stderr, "ggflow run: %lld prompt tokens, %lld generated (%s); time to first token %.2f s, %.2f tokens/s\n",
                static_cast<long long>(u.prompt_tokens), static_cast<long long>(u.completion_tokens),
-               res->finish == genai::FinishReason::Length ? "length" : "stop", t.time_to_first_token_s,
+               text::to_string(res->finish), t.time_to_first_token_s,
                t.time_per_output_token_s > 0 ? 1.0 / t.time_per_output_token_s : 0.0);
   return {};
 }
@@ -153,6 +138,9 @@ void add(CLI::App& app, int& rc) {
   auto o = std::make_shared<Opts>();
   cmd->add_option("--engine", o->engine, "layout that runs the graph: paged (continuous batching) | sdpa | raw")
       ->check(CLI::IsMember({"raw", "sdpa", "paged"}))
+      ->capture_default_str();
+  cmd->add_option("--executor", o->executor, "what executes the graph: ref (the IR reference evaluator)")
+      ->check(CLI::IsMember({"ref"}))
       ->capture_default_str();
   cmd->add_option("--kv-blocks", o->kv_blocks, "paged: KV cache blocks of 32 tokens")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("-m,--model", o->model, "the .gguf model")->required();
@@ -178,11 +166,17 @@ void add(CLI::App& app, int& rc) {
                                   "pass either -p TEXT or --tokens 1,2,3"));
       return;
     }
+    // The file is opened once: the tokenizer and every layout's model come from this mapping.
+    auto file = runtime::ModelFile::open(o->model, builder::BuildOptions{.flash_attn = !o->no_fa});
+    if (!file) {
+      rc = fail("run", file.error());
+      return;
+    }
     Status s;
     if (!o->tokens.empty()) {
-      s = run_tokens(*o, parse_ids(o->tokens));
+      s = run_tokens(*o, **file, parse_ids(o->tokens));
     } else if (!o->dump.empty()) {  // -p with --dump-logits: the greedy layout runner on the prompt's ids
-      auto format = pipeline::PromptFormat::from_file(o->model);
+      auto format = pipeline::PromptFormat::from_file((*file)->file());
       if (!format) {
         rc = fail("run", format.error());
         return;
@@ -190,9 +184,9 @@ void add(CLI::App& app, int& rc) {
       auto prompt = o->chat ? (*format)->apply_chat_template(
                                   nlohmann::ordered_json::array({{{"role", "user"}, {"content", o->prompt}}}))
                             : Result<std::string>(o->prompt);
-      s = prompt ? run_tokens(*o, (*format)->encode(*prompt), &(*format)->tokenizer()) : Status(prompt.error());
+      s = prompt ? run_tokens(*o, **file, (*format)->encode(*prompt), &(*format)->tokenizer()) : Status(prompt.error());
     } else {
-      s = run_text(*o);
+      s = run_text(*o, **file);
     }
     if (!s) rc = fail("run", s.error());
   });

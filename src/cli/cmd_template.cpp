@@ -9,7 +9,7 @@
 #include <sstream>
 
 #include "cli/commands.h"
-#include "genai/template.h"
+#include "text/template.h"
 #include "gguf/file.h"
 
 namespace ggflow::cli {
@@ -40,7 +40,7 @@ std::string special_token(const gguf::File& file, const char* key) {
 
 int run_template(const TemplateArgs& a) {
   const char* cmd = "template";
-  genai::ChatInputs in;
+  text::ChatInputs in;
   std::string source;
   if (!a.model.empty()) {
     auto file = gguf::File::open(a.model);
@@ -80,7 +80,7 @@ int run_template(const TemplateArgs& a) {
   }
   in.add_generation_prompt = a.add_generation_prompt;
 
-  auto tpl = genai::ChatTemplate::parse(source);
+  auto tpl = text::ChatTemplate::parse(source);
   if (!tpl) return fail(cmd, tpl.error());
   auto out = tpl->render(in);
   if (!out) return fail(cmd, out.error());

@@ -8,7 +8,7 @@
 #include <memory>
 
 #include "cli/commands.h"
-#include "genai/tokenizer.h"
+#include "text/tokenizer.h"
 #include "gguf/file.h"
 
 namespace ggflow::cli {
@@ -25,11 +25,11 @@ struct TokenizeArgs {
 int run_tokenize(const TokenizeArgs& a) {
   auto file = gguf::File::open(a.model);
   if (!file) return fail("tokenize", file.error());
-  auto tok = genai::Tokenizer::from_file(*file);
+  auto tok = text::Tokenizer::from_file(*file);
   if (!tok) return fail("tokenize", tok.error());
   std::string text = a.text;
   if (text == "-") text.assign(std::istreambuf_iterator<char>(std::cin), {});
-  genai::EncodeOptions opt;
+  text::EncodeOptions opt;
   opt.parse_special = !a.no_special;
   auto ids = tok->encode(text, opt);
   if (!ids) return fail("tokenize", ids.error());

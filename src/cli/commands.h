@@ -6,7 +6,7 @@
 #include <CLI/CLI.hpp>
 #include <string>
 
-#include "gguf/result.h"
+#include "base/result.h"
 
 namespace ggflow::cli {
 

@@ -21,7 +21,7 @@
 
 #include "frontend/ggml_op.h"
 #include "gguf/file.h"
-#include "gguf/result.h"
+#include "base/result.h"
 #include "gguf/types.h"
 
 namespace ggflow::frontend {

@@ -7,7 +7,7 @@
 #pragma once
 
 #include "frontend/ggml_graph.h"
-#include "gguf/result.h"
+#include "base/result.h"
 #include "ir/model.h"
 
 namespace ggflow::frontend {

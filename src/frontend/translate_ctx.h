@@ -8,7 +8,7 @@
 
 #include "frontend/ggml_graph.h"
 #include "frontend/layout.h"
-#include "gguf/result.h"
+#include "base/result.h"
 #include "ir/node.h"
 
 namespace ggflow::frontend {

@@ -6,7 +6,7 @@
 #include <cstdint>
 #include <span>
 
-#include "gguf/result.h"
+#include "base/result.h"
 #include "gguf/types.h"
 
 namespace ggflow::gguf {

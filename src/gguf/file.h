@@ -15,7 +15,7 @@
 #include <string_view>
 #include <vector>
 
-#include "gguf/result.h"
+#include "base/result.h"
 #include "gguf/types.h"
 #include "gguf/value.h"
 

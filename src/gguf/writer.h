@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "gguf/result.h"
+#include "base/result.h"
 #include "gguf/types.h"
 #include "gguf/value.h"
 

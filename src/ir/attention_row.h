@@ -32,12 +32,16 @@ void attend_row(std::vector<float>& scores, ValueRow value, int64_t v_size, floa
     s = mx == ninf ? 0.0f : std::exp(s - mx);
     sum += s;
   }
+  // out[d] = Σ_j p_j · v_j[d] in key order for every d; V is read row by row (each out[d] sees
+  // the same additions in the same order as a loop over j inside a loop over d).
   const int64_t nk = static_cast<int64_t>(scores.size());
-  for (int64_t d = 0; d < v_size; ++d) {
-    float acc = 0.0f;
-    for (int64_t j = 0; j < nk; ++j) acc += scores[j] * value(j)[d];
-    out[d] = sum > 0.0f ? acc / sum : 0.0f;
+  for (int64_t d = 0; d < v_size; ++d) out[d] = 0.0f;
+  for (int64_t j = 0; j < nk; ++j) {
+    const float p = scores[j];
+    const float* v = value(j);
+    for (int64_t d = 0; d < v_size; ++d) out[d] += p * v[d];
   }
+  for (int64_t d = 0; d < v_size; ++d) out[d] = sum > 0.0f ? out[d] / sum : 0.0f;
 }
 
 }  // namespace ggflow::ir

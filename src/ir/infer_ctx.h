@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "gguf/result.h"
+#include "base/result.h"
 #include "ir/node.h"
 #include "ir/shape_value.h"
 

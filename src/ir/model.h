@@ -9,7 +9,7 @@
 #include <string_view>
 #include <vector>
 
-#include "gguf/result.h"
+#include "base/result.h"
 #include "ir/node.h"
 
 namespace ggflow::ir {

@@ -4,7 +4,7 @@
 #include <atomic>
 #include <sstream>
 
-#include "gguf/check.h"
+#include "base/check.h"
 #include "ir/infer_ctx.h"
 #include "ir/op_registry.h"
 

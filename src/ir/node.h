@@ -19,7 +19,7 @@
 #include <variant>
 #include <vector>
 
-#include "gguf/result.h"
+#include "base/result.h"
 #include "ir/attrs.h"
 #include "ir/dim.h"
 #include "ir/element_type.h"

@@ -59,3 +59,12 @@
   X(ScaledDotProductAttention, SdpaAttrs, 3, 4)          \
   /* ops/paged_attention.cpp: DESIGN.md section 4 */      \
   X(PagedAttention, NoAttrs, 13, 13)
+
+// Outputs that alias an input, X(Op, output, input): the op writes its result into that input's
+// buffer and returns it (a cache or a scatter destination updated in place, never copied). The
+// evaluator hands such an input over exclusively: the runtime's caches directly, anything else
+// as a private copy. Compiled models use the same list to find their caches (runtime/).
+#define GGFLOW_IR_ALIASES(X) \
+  X(ScatterUpdate, 0, 0)     \
+  X(PagedAttention, 1, 3)    \
+  X(PagedAttention, 2, 4)

@@ -1,6 +1,7 @@
 #include "ir/op_registry.h"
 
 #include <array>
+#include <vector>
 
 namespace ggflow::ir {
 
@@ -22,5 +23,23 @@ const std::array<OpDef, kOpCount> kOps = {{
 }  // namespace
 
 const OpDef& op_def(OpType t) { return kOps[static_cast<size_t>(t)]; }
+
+std::span<const OutputAlias> op_aliases(OpType t) {
+  struct Entry {
+    OpType op;
+    OutputAlias alias;
+  };
+  static constexpr Entry kAliases[] = {
+#define X(op, out, in) Entry{OpType::op, OutputAlias{out, in}},
+      GGFLOW_IR_ALIASES(X)
+#undef X
+  };
+  static const auto table = [] {  // per op: its entries, contiguous in kAliases
+    std::array<std::vector<OutputAlias>, kOpCount> t{};
+    for (const Entry& e : kAliases) t[static_cast<size_t>(e.op)].push_back(e.alias);
+    return t;
+  }();
+  return table[static_cast<size_t>(t)];
+}
 
 }  // namespace ggflow::ir

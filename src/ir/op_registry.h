@@ -4,7 +4,7 @@
 #include <span>
 #include <vector>
 
-#include "gguf/result.h"
+#include "base/result.h"
 #include "ir/node.h"
 #include "ir/tensor.h"
 
@@ -28,6 +28,13 @@ struct OpDef {
 };
 
 const OpDef& op_def(OpType t);
+
+// An output that aliases an input (op_list.h, GGFLOW_IR_ALIASES).
+struct OutputAlias {
+  size_t output;
+  size_t input;
+};
+std::span<const OutputAlias> op_aliases(OpType t);  // empty for most ops
 
 #define X(name, attrs, min_in, max_in)                      \
   Result<std::vector<PortType>> infer_##name(InferCtx& c); \

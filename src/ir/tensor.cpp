@@ -4,7 +4,7 @@
 #include <sstream>
 
 #include "gguf/dequant.h"
-#include "gguf/check.h"
+#include "base/check.h"
 
 namespace ggflow::ir {
 
@@ -134,6 +134,21 @@ Tensor Tensor::reshaped(std::vector<int64_t> shape) const {
   Tensor t = *this;
   t.shape_ = std::move(shape);
   GGFLOW_CHECK(t.numel() == numel(), "reshaped: element count changes");
+  return t;
+}
+
+Tensor Tensor::leading(size_t axis, int64_t n) const {
+  GGFLOW_CHECK(axis < shape_.size() && n >= 0 && n <= shape_[axis], "leading: axis or length out of range");
+  for (size_t a = 0; a < axis; ++a) GGFLOW_CHECK(shape_[a] == 1, "leading: an outer axis is not 1");
+  Tensor t = *this;
+  t.shape_[axis] = n;
+  t.nbytes_ = byte_size(type_, t.numel());
+  return t;
+}
+
+Tensor Tensor::clone() const {
+  Tensor t(type_, shape_);
+  if (nbytes_) std::memcpy(t.mutable_bytes(), data_, nbytes_);
   return t;
 }
 

@@ -4,7 +4,8 @@
 // row-major. The buffer is shared (copying a Tensor is cheap) and is either owned (allocated
 // here, zero-filled) or a view into someone else's bytes kept alive by `owner` (a memory-mapped
 // GGUF file: weight constants are zero-copy). Kernels never write into a tensor they did not
-// just allocate, so sharing is safe.
+// just allocate, so sharing is safe; the one exception is an input that the op declares as
+// aliased by an output (op_list.h, GGFLOW_IR_ALIASES), which the evaluator hands over exclusively.
 #pragma once
 
 #include <cstdint>
@@ -14,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "gguf/result.h"
+#include "base/result.h"
 #include "ir/element_type.h"
 
 namespace ggflow::ir {
@@ -64,6 +65,13 @@ class Tensor {
   std::vector<int64_t> to_i64() const;
   // A copy with another shape of the same element count (shares the buffer).
   Tensor reshaped(std::vector<int64_t> shape) const;
+  // The first `n` entries along `axis`, sharing the buffer (writable if this is): every axis
+  // before `axis` must be 1, so they are contiguous. A cache allocated once for the longest
+  // context is run as its live prefix this way (runtime/).
+  Tensor leading(size_t axis, int64_t n) const;
+  // A private, writable deep copy.
+  Tensor clone() const;
+  bool writable() const { return writable_; }
   bool same_bytes(const Tensor& o) const {
     return type_ == o.type_ && shape_ == o.shape_ && nbytes_ == o.nbytes_ &&
            (nbytes_ == 0 || std::memcmp(data_, o.data_, nbytes_) == 0);

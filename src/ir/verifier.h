@@ -7,7 +7,7 @@
 //  - the broadcast guard (DESIGN.md section 3, rule 4), see check_broadcast().
 #pragma once
 
-#include "gguf/result.h"
+#include "base/result.h"
 #include "ir/model.h"
 
 namespace ggflow::ir {

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "gguf/result.h"
+#include "base/result.h"
 #include "ir/model.h"
 #include "pattern/matcher.h"
 #include "pattern/rewriter.h"

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "gguf/result.h"
+#include "base/result.h"
 #include "ir/verifier.h"
 #include "pattern/pass.h"
 

@@ -17,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-#include "gguf/result.h"
+#include "base/result.h"
 #include "ir/evaluator.h"
 #include "ir/model.h"
 #include "pattern/pass.h"

@@ -1,6 +1,6 @@
 // ContinuousBatchingPipeline: many requests at once over a paged KV cache. Text (or chat
 // messages) in, text out per request, streamed; the scheduling, block management and prefix
-// caching are genai::ContinuousBatchingEngine's, the model is any genai::ModelRunner (the paged
+// caching are serving::ContinuousBatchingEngine's, the model is any runtime::BatchRunner (the paged
 // model, or the RecomputeRunner reference).
 //
 // Model of a request: encode the prompt, hand the ids to the engine with the request's own
@@ -19,58 +19,68 @@
 
 #include <nlohmann/json.hpp>
 
-#include "genai/sampler.h"
-#include "genai/sampler_stop.h"
-#include "genai/scheduler_engine.h"
-#include "genai/tokenizer_stream.h"
+#include "text/sampler.h"
+#include "text/sampler_stop.h"
+#include "serving/scheduler_engine.h"
+#include "text/tokenizer_stream.h"
 #include "pipeline/llm_pipeline.h"
 #include "pipeline/prompt.h"
+#include "runtime/compiled_model.h"
+#include "runtime/model_file.h"
+#include "runtime/paged_batch.h"
 
 namespace ggflow::pipeline {
 
-using RequestId = genai::RequestId;
+using RequestId = serving::RequestId;
 // Receives a request's text as it becomes final; return false to stop that request.
 using RequestStreamer = std::function<bool(RequestId, std::string_view)>;
 
 class ContinuousBatchingPipeline {
  public:
-  // Reads the tokenizer and chat template from `path`; `runner` must outlive the pipeline and use
-  // a pool of `config.num_blocks` blocks.
-  static Result<std::unique_ptr<ContinuousBatchingPipeline>> create(const std::string& path, genai::ModelRunner& runner,
-                                                                    const genai::EngineConfig& config);
+  // The file's paged model, compiled with `options`, with a pool of `config.num_blocks` blocks
+  // (the one setting of the pool size: the runner and the block manager both take it from here).
+  static Result<std::unique_ptr<ContinuousBatchingPipeline>> open(const runtime::ModelFile& file,
+                                                                  const serving::EngineConfig& config,
+                                                                  const runtime::CompileOptions& options = {});
+  // Over another runner (the RecomputeRunner reference, tests): it must outlive the pipeline and
+  // use a pool of `config.num_blocks` blocks.
+  static Result<std::unique_ptr<ContinuousBatchingPipeline>> create(const runtime::ModelFile& file,
+                                                                    runtime::BatchRunner& runner,
+                                                                    const serving::EngineConfig& config);
 
   // Queues a request. Errors (the other requests go on): invalid sampling parameters, an empty
   // prompt, a prompt that does not fit the context.
-  Result<RequestId> add_request(std::string_view prompt, const genai::SamplingParams& params,
+  Result<RequestId> add_request(std::string_view prompt, const text::SamplingParams& params,
                                 RequestStreamer stream = {});
-  Result<RequestId> add_chat_request(const nlohmann::ordered_json& messages, const genai::SamplingParams& params,
+  Result<RequestId> add_chat_request(const nlohmann::ordered_json& messages, const text::SamplingParams& params,
                                      RequestStreamer stream = {});
   Status cancel(RequestId id);               // frees the request's blocks at once
-  Result<genai::StepStats> step();
+  Result<serving::StepStats> step();
   Status run_until_done();
   // A finished (or running) request's text, tokens, finish reason, usage and timing.
   Result<GenerationResult> result(RequestId id) const;
   // Runs every prompt to completion together; results in the order of `prompts`.
   Result<std::vector<GenerationResult>> generate(const std::vector<std::string>& prompts,
-                                                 const genai::SamplingParams& params);
+                                                 const text::SamplingParams& params);
 
-  const genai::Tokenizer& tokenizer() const { return format_->tokenizer(); }
-  genai::ContinuousBatchingEngine& engine() { return *engine_; }
+  const text::Tokenizer& tokenizer() const { return format_->tokenizer(); }
+  serving::ContinuousBatchingEngine& engine() { return *engine_; }
 
  private:
   struct Request {
-    std::unique_ptr<genai::StreamDecoder> decoder;
-    std::unique_ptr<genai::StopCondition> stop;
+    std::unique_ptr<text::StreamDecoder> decoder;
+    std::unique_ptr<text::StopCondition> stop;
     RequestStreamer stream;
     std::string text;
-    genai::FinishReason finish = genai::FinishReason::None;  // set by the stop rules
+    text::FinishReason finish = text::FinishReason::None;  // set by the stop rules
   };
   ContinuousBatchingPipeline() = default;
   bool on_token(RequestId id, int32_t token);
   void emit(RequestId id, Request& r, const std::string& text);
 
+  std::unique_ptr<runtime::BatchRunner> owned_runner_;  // open(): the paged runner
   std::shared_ptr<const PromptFormat> format_;
-  std::unique_ptr<genai::ContinuousBatchingEngine> engine_;
+  std::unique_ptr<serving::ContinuousBatchingEngine> engine_;
   std::map<RequestId, Request> requests_;
 };
 

@@ -2,29 +2,37 @@
 
 #include <chrono>
 
-#include "genai/tokenizer_stream.h"
+#include "text/tokenizer_stream.h"
 
 namespace ggflow::pipeline {
 
 using Clock = std::chrono::steady_clock;
 
-Result<std::unique_ptr<LLMPipeline>> LLMPipeline::create(const std::string& path, std::unique_ptr<SequenceModel> model) {
-  auto format = PromptFormat::from_file(path);
+Result<std::unique_ptr<LLMPipeline>> LLMPipeline::create(const runtime::ModelFile& file,
+                                                         std::unique_ptr<runtime::SequenceRunner> runner) {
+  auto format = PromptFormat::from_file(file.file());
   if (!format) return format.error();
   std::unique_ptr<LLMPipeline> p(new LLMPipeline());
   p->format_ = std::move(*format);
-  p->model_ = std::move(model);
+  p->model_ = std::move(runner);
   return p;
 }
 
-Result<GenerationResult> LLMPipeline::chat(const nlohmann::ordered_json& messages, const genai::SamplingParams& params,
+Result<std::unique_ptr<LLMPipeline>> LLMPipeline::open(const runtime::ModelFile& file, transforms::Layout layout,
+                                                       const runtime::RunnerOptions& options) {
+  auto r = runtime::open_sequence_runner(file, layout, options);
+  if (!r) return r.error();
+  return create(file, std::move(*r));
+}
+
+Result<GenerationResult> LLMPipeline::chat(const nlohmann::ordered_json& messages, const text::SamplingParams& params,
                                            const Streamer& stream) {
   auto prompt = format_->apply_chat_template(messages, true);
   if (!prompt) return prompt.error();
   return generate(*prompt, params, stream);
 }
 
-Result<GenerationResult> LLMPipeline::generate(std::string_view prompt, const genai::SamplingParams& params,
+Result<GenerationResult> LLMPipeline::generate(std::string_view prompt, const text::SamplingParams& params,
                                                const Streamer& stream) {
   if (auto s = params.validate(model_->n_vocab()); !s) return s.error();
   const auto t0 = Clock::now();
@@ -36,11 +44,11 @@ Result<GenerationResult> LLMPipeline::generate(std::string_view prompt, const ge
                           std::to_string(model_->n_ctx()),
                       "shorten the prompt");
 
-  genai::SamplingParams p = params;
+  text::SamplingParams p = params;
   p.stop_token_ids = format_->stop_ids(p.stop_token_ids);
-  genai::Sampler sampler(p, *ids);
-  genai::StopCondition stop(p);
-  genai::StreamDecoder decoder(format_->tokenizer());
+  text::Sampler sampler(p, *ids);
+  text::StopCondition stop(p);
+  text::StreamDecoder decoder(format_->tokenizer());
   GenerationResult out;
   out.usage.prompt_tokens = n_prompt;
 
@@ -63,15 +71,15 @@ Result<GenerationResult> LLMPipeline::generate(std::string_view prompt, const ge
     emit(stop.push(token, *piece));
     if (stop.done() || cancelled) break;
     if (model_->n_past() + 1 > model_->n_ctx()) {
-      out.finish = genai::FinishReason::Length;
+      out.finish = text::FinishReason::Length;
       break;
     }
     logits = model_->step(std::span(&token, 1));
     if (!logits) return logits.error();
   }
   if (stop.done()) out.finish = stop.reason();
-  if (out.finish != genai::FinishReason::Stop) emit(decoder.finish());
-  if (cancelled && out.finish == genai::FinishReason::None) out.finish = genai::FinishReason::Stop;
+  if (out.finish != text::FinishReason::Stop) emit(decoder.finish());
+  if (cancelled && out.finish == text::FinishReason::None) out.finish = text::FinishReason::Stop;
   // The stop token itself is not part of the completion text but is a generated token.
   out.usage.completion_tokens = static_cast<int64_t>(out.tokens.size());
   const auto t_end = Clock::now();

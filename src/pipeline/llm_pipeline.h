@@ -16,10 +16,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "genai/sampler.h"
-#include "genai/sampler_stop.h"
+#include "text/sampler.h"
+#include "text/sampler_stop.h"
 #include "pipeline/prompt.h"
-#include "pipeline/sequence_model.h"
+#include "runtime/model_file.h"
+#include "runtime/sequence_runner.h"
 
 namespace ggflow::pipeline {
 
@@ -38,7 +39,7 @@ struct Timing {
 struct GenerationResult {
   std::string text;
   std::vector<int32_t> tokens;
-  genai::FinishReason finish = genai::FinishReason::None;
+  text::FinishReason finish = text::FinishReason::None;
   Usage usage;
   Timing timing;
 };
@@ -48,23 +49,27 @@ using Streamer = std::function<bool(std::string_view)>;
 
 class LLMPipeline {
  public:
-  // Reads the tokenizer and chat template from the file; `model` runs the graph.
-  static Result<std::unique_ptr<LLMPipeline>> create(const std::string& path, std::unique_ptr<SequenceModel> model);
+  // The tokenizer and chat template from `file`; `runner` runs the graph (raw or SDPA layout).
+  static Result<std::unique_ptr<LLMPipeline>> create(const runtime::ModelFile& file,
+                                                     std::unique_ptr<runtime::SequenceRunner> runner);
+  // The file's model in `layout`, compiled with `options.compile`.
+  static Result<std::unique_ptr<LLMPipeline>> open(const runtime::ModelFile& file, transforms::Layout layout,
+                                                   const runtime::RunnerOptions& options = {});
 
-  Result<GenerationResult> generate(std::string_view prompt, const genai::SamplingParams& params,
+  Result<GenerationResult> generate(std::string_view prompt, const text::SamplingParams& params,
                                     const Streamer& stream = {});
   // Renders `messages` with the model's chat template (add_generation_prompt), then generate().
-  Result<GenerationResult> chat(const nlohmann::ordered_json& messages, const genai::SamplingParams& params,
+  Result<GenerationResult> chat(const nlohmann::ordered_json& messages, const text::SamplingParams& params,
                                 const Streamer& stream = {});
 
-  const genai::Tokenizer& tokenizer() const { return format_->tokenizer(); }
+  const text::Tokenizer& tokenizer() const { return format_->tokenizer(); }
   const PromptFormat& format() const { return *format_; }
-  SequenceModel& model() { return *model_; }
+  runtime::SequenceRunner& runner() { return *model_; }
 
  private:
   LLMPipeline() = default;
   std::shared_ptr<const PromptFormat> format_;
-  std::unique_ptr<SequenceModel> model_;
+  std::unique_ptr<runtime::SequenceRunner> model_;
 };
 
 }  // namespace ggflow::pipeline

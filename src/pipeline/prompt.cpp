@@ -4,17 +4,15 @@
 
 namespace ggflow::pipeline {
 
-Result<std::shared_ptr<const PromptFormat>> PromptFormat::from_file(const std::string& path) {
-  auto file = gguf::File::open(path);
-  if (!file) return file.error();
-  auto tok = genai::Tokenizer::from_file(*file);
+Result<std::shared_ptr<const PromptFormat>> PromptFormat::from_file(const gguf::File& file) {
+  auto tok = text::Tokenizer::from_file(file);
   if (!tok) return tok.error();
   std::shared_ptr<PromptFormat> p(new PromptFormat());
-  p->tok_ = std::make_unique<genai::Tokenizer>(std::move(*tok));
-  if (auto src = file->get<std::string>("tokenizer.chat_template")) {
-    auto t = genai::ChatTemplate::parse(*src);
+  p->tok_ = std::make_unique<text::Tokenizer>(std::move(*tok));
+  if (auto src = file.get<std::string>("tokenizer.chat_template")) {
+    auto t = text::ChatTemplate::parse(*src);
     if (!t) return t.error();
-    p->tmpl_ = std::make_unique<genai::ChatTemplate>(std::move(*t));
+    p->tmpl_ = std::make_unique<text::ChatTemplate>(std::move(*t));
   }
   for (int32_t id = 0; id < p->tok_->n_vocab(); ++id)
     if (p->tok_->is_eog(id)) p->eog_ids_.push_back(id);
@@ -26,7 +24,7 @@ Result<std::string> PromptFormat::apply_chat_template(const nlohmann::ordered_js
   if (!tmpl_)
     return make_error("the model file has no chat template (tokenizer.chat_template)",
                       "pass the prompt as plain text, without --chat");
-  genai::ChatInputs in;
+  text::ChatInputs in;
   in.messages = messages;
   in.add_generation_prompt = add_generation_prompt;
   if (tok_->bos() >= 0) in.bos_token = tok_->token_text(tok_->bos());
@@ -36,7 +34,7 @@ Result<std::string> PromptFormat::apply_chat_template(const nlohmann::ordered_js
 
 Result<std::vector<int32_t>> PromptFormat::encode(std::string_view prompt) const {
   if (prompt.empty()) return make_error("the prompt is empty", "pass some text");
-  auto ids = tok_->encode(prompt, genai::EncodeOptions{});
+  auto ids = tok_->encode(prompt, text::EncodeOptions{});
   if (!ids) return ids.error();
   // A template that writes the BOS text itself, on a vocabulary that also adds BOS, would give it
   // twice; llama.cpp warns and keeps both, ggflow keeps one.

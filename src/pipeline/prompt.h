@@ -9,15 +9,16 @@
 
 #include <nlohmann/json.hpp>
 
-#include "genai/template.h"
-#include "genai/tokenizer.h"
+#include "text/template.h"
+#include "text/tokenizer.h"
 #include "gguf/file.h"
 
 namespace ggflow::pipeline {
 
 class PromptFormat {
  public:
-  static Result<std::shared_ptr<const PromptFormat>> from_file(const std::string& path);
+  // From the metadata of the already opened file (runtime::ModelFile::file()).
+  static Result<std::shared_ptr<const PromptFormat>> from_file(const gguf::File& file);
 
   // Renders `messages` with the file's chat template, bos/eos tokens as text.
   Result<std::string> apply_chat_template(const nlohmann::ordered_json& messages, bool add_generation_prompt = true) const;
@@ -27,12 +28,12 @@ class PromptFormat {
   // The request's own stop ids plus every end-of-generation token of the vocabulary.
   std::vector<int32_t> stop_ids(std::vector<int32_t> own) const;
 
-  const genai::Tokenizer& tokenizer() const { return *tok_; }
+  const text::Tokenizer& tokenizer() const { return *tok_; }
 
  private:
   PromptFormat() = default;
-  std::unique_ptr<genai::Tokenizer> tok_;
-  std::unique_ptr<genai::ChatTemplate> tmpl_;  // null: the file has no chat template
+  std::unique_ptr<text::Tokenizer> tok_;
+  std::unique_ptr<text::ChatTemplate> tmpl_;  // null: the file has no chat template
   std::vector<int32_t> eog_ids_;
 };
 

@@ -1,6 +1,8 @@
 // The native builder: graph structure for real files, and clear errors for files it cannot build.
 #include <gtest/gtest.h>
 
+#include "require_file.h"
+
 #include <filesystem>
 
 #include "builder/build.h"
@@ -173,7 +175,7 @@ TEST(Builder, WrongTensorShapeIsNamed) {
 
 TEST(Builder, Gemma3LayersAndRopeBases) {
   std::string path = std::string(GGFLOW_ROOT) + "/models/gemma3-270m-q4_k_m.gguf";
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is missing (see models/*.missing)";
+  GGFLOW_REQUIRE_FILE(path, ::ggflow::testing::cat(path, " is missing (see models/*.missing)"));
   auto f = gguf::File::open(path);
   ASSERT_TRUE(f) << f.error().str();
   auto m = build(*f);

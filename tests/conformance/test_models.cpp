@@ -24,6 +24,8 @@
 //     0.22 for SmolLM2 and 0.058 for Gemma 3, and top-1 agrees everywhere).
 #include <gtest/gtest.h>
 
+#include "require_file.h"
+
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -31,7 +33,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "builder/raw_runner.h"
+#include "runtime/greedy.h"
+#include "runtime/raw_runner.h"
 
 namespace ggflow {
 namespace {
@@ -78,7 +81,7 @@ Metrics compare(const std::vector<float>& row, const json& g, const json* full) 
   for (float v : row) s2 += (v - mean) * (v - mean);
   m.dmean = mean - mu;
   m.dstd = std::sqrt(s2 / row.size()) / g["std"].get<double>() - 1.0;
-  m.ours = builder::argmax(row);
+  m.ours = runtime::argmax(row);
   m.gold = g["argmax"].get<int>();
   m.margin = g["margin"].get<double>();
   return m;
@@ -101,7 +104,7 @@ std::string missing_reason(const std::string& path) {
 }
 
 // Runs the golden's tokens through the raw runner; returns one row per token.
-std::vector<std::vector<float>> run(builder::RawRunner& r, const json& g) {
+std::vector<std::vector<float>> run(runtime::RawRunner& r, const json& g) {
   auto tokens = g["tokens"].get<std::vector<int32_t>>();
   size_t np = g["n_prompt"].get<size_t>();
   int64_t V = r.hparams().n_vocab;
@@ -114,7 +117,7 @@ std::vector<std::vector<float>> run(builder::RawRunner& r, const json& g) {
     auto d = r.step(std::span<const int32_t>(&tokens[i], 1));
     EXPECT_TRUE(d) << d.error().str();
     if (!d) return rows;
-    rows.push_back(*d);
+    rows.emplace_back(d->begin(), d->end());
   }
   return rows;
 }
@@ -122,9 +125,11 @@ std::vector<std::vector<float>> run(builder::RawRunner& r, const json& g) {
 void check_model(const std::string& name, const Limits& lim) {
   json g = load_golden(name);
   std::string path = model_path(g);
-  if (!fs::exists(path)) GTEST_SKIP() << missing_reason(path);
+  GGFLOW_REQUIRE_FILE(path, missing_reason(path));
   auto t0 = std::chrono::steady_clock::now();
-  auto r = builder::RawRunner::open(path);
+  auto file = runtime::ModelFile::open(path);
+  ASSERT_TRUE(file) << file.error().str();
+  auto r = runtime::RawRunner::create(**file);
   ASSERT_TRUE(r) << r.error().str();
   ASSERT_EQ((*r)->hparams().n_vocab, g["n_vocab"].get<int64_t>());
   auto rows = run(**r, g);
@@ -163,13 +168,15 @@ TEST(ModelConformance, Qwen2Synthetic) { check_model("qwen2-synthetic", kF16); }
 TEST(ModelConformance, Stories260KGreedy32) {
   json g = load_golden("stories260K");
   std::string path = model_path(g);
-  if (!fs::exists(path)) GTEST_SKIP() << missing_reason(path);
+  GGFLOW_REQUIRE_FILE(path, missing_reason(path));
   auto tokens = g["tokens"].get<std::vector<int32_t>>();
   tokens.resize(g["n_prompt"].get<size_t>());
   for (bool fa : {true, false}) {
-    auto r = builder::RawRunner::open(path, builder::BuildOptions{.flash_attn = fa});
+    auto file = runtime::ModelFile::open(path, builder::BuildOptions{.flash_attn = fa});
+    ASSERT_TRUE(file) << file.error().str();
+    auto r = runtime::RawRunner::create(**file);
     ASSERT_TRUE(r) << r.error().str();
-    auto out = (*r)->generate_greedy(tokens, 32);
+    auto out = runtime::generate_greedy(**r, tokens, 32);
     ASSERT_TRUE(out) << out.error().str();
     EXPECT_EQ(*out, g["greedy"].get<std::vector<int32_t>>()) << (fa ? "FLASH_ATTN_EXT" : "MUL_MAT + SOFT_MAX");
   }

@@ -1,5 +1,7 @@
 #include <gtest/gtest.h>
 
+#include "require_file.h"
+
 #include <filesystem>
 
 #include "corpus.h"
@@ -156,7 +158,10 @@ bool have(const fs::path& p, std::string* why) {
 TEST(RealModels, SmolLM2Hyperparameters) {
   const fs::path p = fs::path(GGFLOW_ROOT) / "models/smollm2-135m-instruct-q4_1.gguf";
   std::string why;
-  if (!have(p, &why)) GTEST_SKIP() << why;
+  if (!have(p, &why)) {
+    if (ggflow::testing::models_required()) FAIL() << why;
+    GTEST_SKIP() << why;
+  }
   auto f = File::open(p.string());
   ASSERT_TRUE(f.ok()) << f.error().str();
   EXPECT_EQ(f->architecture(), "llama");
@@ -171,7 +176,10 @@ TEST(RealModels, SmolLM2Hyperparameters) {
 TEST(RealModels, Gemma3IsGemma3) {
   const fs::path p = fs::path(GGFLOW_ROOT) / "models/gemma3-270m-q4_k_m.gguf";
   std::string why;
-  if (!have(p, &why)) GTEST_SKIP() << why;
+  if (!have(p, &why)) {
+    if (ggflow::testing::models_required()) FAIL() << why;
+    GTEST_SKIP() << why;
+  }
   auto f = File::open(p.string());
   ASSERT_TRUE(f.ok()) << f.error().str();
   EXPECT_EQ(f->architecture(), "gemma3");
@@ -180,7 +188,7 @@ TEST(RealModels, Gemma3IsGemma3) {
 
 TEST(SharedFiles, EveryModelAndVocabularyIsRead) {
   const fs::path shared(GGFLOW_SHARED);
-  if (!fs::exists(shared)) GTEST_SKIP() << shared << " not found";
+  GGFLOW_REQUIRE_FILE(shared, ::ggflow::testing::cat(shared, " not found"));
   int n = 0;
   for (const auto& dir : {shared / "models", shared / "data/tokenizer"}) {
     for (const auto& e : fs::directory_iterator(dir)) {

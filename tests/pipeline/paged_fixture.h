@@ -9,17 +9,18 @@
 #include <vector>
 
 #include "pipeline/continuous_batching.h"
-#include "pipeline/paged_runner.h"
+#include "model_files.h"
+#include "runtime/paged_runner.h"
 
 namespace ggflow::testing {
 
 inline const std::string kStories = std::string(GGFLOW_SHARED) + "/models/stories260K.gguf";
 
 // Records the logits row of every sampled token, per request, in generation order.
-class RecordingRunner final : public genai::ModelRunner {
+class RecordingRunner final : public runtime::BatchRunner {
  public:
-  explicit RecordingRunner(genai::ModelRunner& inner) : inner_(inner) {}
-  Result<genai::LogitsRows> forward(const genai::ScheduledBatch& b) override {
+  explicit RecordingRunner(runtime::BatchRunner& inner) : inner_(inner) {}
+  Result<runtime::LogitsRows> forward(const runtime::ScheduledBatch& b) override {
     auto r = inner_.forward(b);
     if (!r) return r;
     for (int64_t i = 0; i < r->rows(); ++i) {
@@ -28,14 +29,14 @@ class RecordingRunner final : public genai::ModelRunner {
     }
     return r;
   }
-  std::map<genai::RequestId, std::vector<std::vector<float>>> rows;
+  std::map<serving::RequestId, std::vector<std::vector<float>>> rows;
 
  private:
-  genai::ModelRunner& inner_;
+  runtime::BatchRunner& inner_;
 };
 
-inline genai::SamplingParams greedy(int64_t n) {
-  genai::SamplingParams p;
+inline text::SamplingParams greedy(int64_t n) {
+  text::SamplingParams p;
   p.temperature = 0;
   p.max_tokens = n;
   return p;

@@ -6,11 +6,13 @@
 // the SDPA model's.
 #include <gtest/gtest.h>
 
+#include "require_file.h"
+
 #include <cstring>
 
 #include "paged_fixture.h"
 #include "pipeline/llm_pipeline.h"
-#include "transforms/engines/engines.h"
+#include "runtime/sequence_runner.h"
 
 using namespace ggflow;
 using namespace ggflow::pipeline;
@@ -24,29 +26,47 @@ constexpr int kLogitSteps = 3;  // logits rows compared bit for bit per request
 struct Reference {
   std::vector<std::vector<int32_t>> tokens;           // per prompt, SDPA alone
   std::vector<std::vector<std::vector<float>>> rows;  // per prompt, first kLogitSteps rows
+  std::string error;                                  // why it could not be computed ("" = fine)
 };
 
-const Reference& reference() {
-  static Reference ref = [] {
-    Reference r;
-    auto m = open_sdpa_model(kStories);
-    auto pipe = LLMPipeline::create(kStories, std::move(*m));
-    auto engine = transforms::open_engine(kStories, transforms::Layout::sdpa);
-    for (const auto& prompt : eight_prompts()) {
-      auto g = (*pipe)->generate(prompt, greedy(kTokens));
-      r.tokens.push_back(g.ok() ? g->tokens : std::vector<int32_t>{});
-      auto ids = (*pipe)->format().encode(prompt);
-      (*engine)->reset();
-      std::vector<std::vector<float>> rows;
-      auto l = (*engine)->step(*ids);
-      for (int i = 0; i < kLogitSteps && l.ok(); ++i) {
-        rows.push_back(*l);
-        l = (*engine)->step(std::span(&g->tokens[i], 1));
-      }
-      r.rows.push_back(rows);
-    }
+// Each prompt alone through LLMPipeline over SDPA (tokens) and the SDPA runner (first rows).
+Reference compute_reference() {
+  Reference r;
+  auto fail = [&](const std::string& what, const Error& e) {
+    r.error = what + ": " + e.str();
     return r;
-  }();
+  };
+  auto pipe = open_llm(kStories, transforms::Layout::sdpa);
+  if (!pipe) return fail("LLMPipeline over SDPA", pipe.error());
+  auto file = model_file(kStories);
+  if (!file) return fail("model file", file.error());
+  auto runner = runtime::open_sequence_runner(**file, transforms::Layout::sdpa);
+  if (!runner) return fail("SDPA runner", runner.error());
+  for (const auto& prompt : eight_prompts()) {
+    auto g = (*pipe)->generate(prompt, greedy(kTokens));
+    if (!g) return fail("generate '" + prompt + "'", g.error());
+    if (static_cast<int>(g->tokens.size()) < kLogitSteps) {
+      r.error = "'" + prompt + "' generated " + std::to_string(g->tokens.size()) + " tokens, fewer than the rows compared";
+      return r;
+    }
+    r.tokens.push_back(g->tokens);
+    auto ids = (*pipe)->format().encode(prompt);
+    if (!ids) return fail("encode '" + prompt + "'", ids.error());
+    (*runner)->reset();
+    std::vector<std::vector<float>> rows;
+    auto l = (*runner)->step(*ids);
+    for (int i = 0; i < kLogitSteps; ++i) {
+      if (!l) return fail("SDPA step", l.error());
+      rows.emplace_back(l->begin(), l->end());
+      l = (*runner)->step(std::span(&g->tokens[i], 1));
+    }
+    r.rows.push_back(rows);
+  }
+  return r;
+}
+
+const Reference& reference() {
+  static const Reference ref = compute_reference();
   return ref;
 }
 
@@ -62,29 +82,31 @@ struct Config {
 class BatchInvariance : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!std::filesystem::exists(kStories)) GTEST_SKIP() << kStories << " not found";
+    GGFLOW_REQUIRE_FILE(kStories, ::ggflow::testing::cat(kStories, " not found"));
   }
 
   // Runs `which` prompts together; checks tokens and first logits rows against the reference.
   // Returns the total number of preemptions.
   int run(const Config& c, const std::vector<size_t>& which) {
     SCOPED_TRACE(c.name());
-    auto runner = PagedModelRunner::open(kStories, c.blocks);
+    auto runner = runtime::PagedRunner::create(**model_file(kStories), c.blocks);
     EXPECT_TRUE(runner.ok());
     if (!runner.ok()) return 0;
     RecordingRunner rec(**runner);
-    genai::EngineConfig cfg;
+    serving::EngineConfig cfg;
     cfg.num_blocks = c.blocks;
     cfg.max_num_batched_tokens = c.budget;
     cfg.max_num_seqs = c.max_seqs;
     cfg.enable_prefix_caching = c.prefix;
-    auto pipe = ContinuousBatchingPipeline::create(kStories, rec, cfg);
+    auto pipe = ContinuousBatchingPipeline::create(**model_file(kStories), rec, cfg);
     EXPECT_TRUE(pipe.ok()) << (pipe.ok() ? "" : pipe.error().str());
     if (!pipe.ok()) return 0;
     std::vector<RequestId> ids;
     for (size_t i : which) ids.push_back(*(*pipe)->add_request(eight_prompts()[i], greedy(kTokens)));
     EXPECT_TRUE((*pipe)->run_until_done().ok());
     const Reference& ref = reference();
+    EXPECT_EQ(ref.error, "") << "the reference could not be computed";
+    if (!ref.error.empty()) return 0;
     int preemptions = 0;
     for (size_t k = 0; k < which.size(); ++k) {
       const size_t i = which[k];
@@ -116,11 +138,12 @@ class BatchInvariance : public ::testing::Test {
 
 TEST_F(BatchInvariance, ReferenceIsLlmPipelineOverSdpa) {
   const Reference& ref = reference();
+  ASSERT_EQ(ref.error, "");
   ASSERT_EQ(ref.tokens.size(), 8u);
   for (const auto& t : ref.tokens) EXPECT_FALSE(t.empty());
   // The raw layout agrees too (LLMPipeline over the raw runner).
-  auto m = open_raw_model(kStories);
-  auto pipe = LLMPipeline::create(kStories, std::move(*m));
+  auto pipe = open_llm(kStories, transforms::Layout::raw);
+  ASSERT_TRUE(pipe.ok()) << pipe.error().str();
   for (size_t i = 0; i < ref.tokens.size(); ++i) EXPECT_EQ((*pipe)->generate(eight_prompts()[i], greedy(kTokens))->tokens, ref.tokens[i]);
 }
 
@@ -134,11 +157,11 @@ TEST_F(BatchInvariance, AllTogetherAtSeveralBudgetsWithAndWithoutPrefixCache) {
 }
 
 TEST_F(BatchInvariance, PrefixCacheHitsTheSharedPrompt) {
-  auto runner = PagedModelRunner::open(kStories, 32);
+  auto runner = runtime::PagedRunner::create(**model_file(kStories), 32);
   ASSERT_TRUE(runner.ok());
-  genai::EngineConfig cfg;
+  serving::EngineConfig cfg;
   cfg.num_blocks = 32;
-  auto pipe = ContinuousBatchingPipeline::create(kStories, **runner, cfg);
+  auto pipe = ContinuousBatchingPipeline::create(**model_file(kStories), **runner, cfg);
   ASSERT_TRUE(pipe.ok());
   auto first = (*pipe)->add_request(eight_prompts()[1], greedy(kTokens));
   ASSERT_TRUE((*pipe)->run_until_done().ok());
@@ -147,8 +170,11 @@ TEST_F(BatchInvariance, PrefixCacheHitsTheSharedPrompt) {
   auto r = (*pipe)->result(*second);
   ASSERT_TRUE(r.ok());
   EXPECT_GE(r->usage.cached_tokens, 32) << "the shared prefix is longer than one block";
+  ASSERT_EQ(reference().error, "");
   EXPECT_EQ(r->tokens, reference().tokens[3]) << "a prefix hit does not change the output";
-  EXPECT_EQ((*pipe)->result(*first)->tokens, reference().tokens[1]);
+  auto r1 = (*pipe)->result(*first);
+  ASSERT_TRUE(r1.ok()) << r1.error().str();
+  EXPECT_EQ(r1->tokens, reference().tokens[1]);
 }
 
 TEST_F(BatchInvariance, MemoryPressureForcesPreemptionWithoutChangingOutputs) {

@@ -2,20 +2,24 @@
 // equals each request run alone through LLMPipeline; stop strings, cancellation and bad requests.
 #include <gtest/gtest.h>
 
+#include "require_file.h"
+
 #include <filesystem>
 
 #include "pipeline/continuous_batching.h"
-#include "pipeline/recompute_runner.h"
+#include "model_files.h"
+#include "runtime/recompute_runner.h"
 
 using namespace ggflow;
 using namespace ggflow::pipeline;
+using namespace ggflow::testing;
 
 namespace {
 
 const std::string kStories = std::string(GGFLOW_SHARED) + "/models/stories260K.gguf";
 
-genai::SamplingParams greedy(int64_t n) {
-  genai::SamplingParams p;
+text::SamplingParams greedy(int64_t n) {
+  text::SamplingParams p;
   p.temperature = 0;
   p.max_tokens = n;
   return p;
@@ -28,18 +32,18 @@ const std::vector<std::string> kPrompts = {
 class CB : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!std::filesystem::exists(kStories)) GTEST_SKIP() << kStories << " not found";
-    auto r = RecomputeRunner::open(kStories, kBlocks);
+    GGFLOW_REQUIRE_FILE(kStories, ::ggflow::testing::cat(kStories, " not found"));
+    auto r = runtime::RecomputeRunner::create(**model_file(kStories), kBlocks);
     ASSERT_TRUE(r.ok()) << r.error().str();
     runner = std::move(*r);
   }
   std::unique_ptr<ContinuousBatchingPipeline> make(int32_t budget, bool prefix = true) {
-    genai::EngineConfig cfg;
+    serving::EngineConfig cfg;
     cfg.num_blocks = kBlocks;
     cfg.max_num_batched_tokens = budget;
     cfg.max_num_seqs = std::min(budget, 8);
     cfg.enable_prefix_caching = prefix;
-    auto p = ContinuousBatchingPipeline::create(kStories, *runner, cfg);
+    auto p = ContinuousBatchingPipeline::create(**model_file(kStories), *runner, cfg);
     if (!p.ok()) {
       ADD_FAILURE() << p.error().str();
       return nullptr;
@@ -47,12 +51,13 @@ class CB : public ::testing::Test {
     return std::move(*p);
   }
   static constexpr int32_t kBlocks = 16;
-  std::unique_ptr<RecomputeRunner> runner;
+  std::unique_ptr<runtime::RecomputeRunner> runner;
 };
 
-std::vector<GenerationResult> alone(const std::vector<std::string>& prompts, const genai::SamplingParams& p) {
-  auto m = open_raw_model(kStories);
-  auto pipe = LLMPipeline::create(kStories, std::move(*m));
+std::vector<GenerationResult> alone(const std::vector<std::string>& prompts, const text::SamplingParams& p) {
+  auto pipe = open_llm(kStories, transforms::Layout::raw);
+  EXPECT_TRUE(pipe.ok()) << (pipe.ok() ? "" : pipe.error().str());
+  if (!pipe) return {};
   std::vector<GenerationResult> out;
   for (const auto& s : prompts) {
     auto r = (*pipe)->generate(s, p);
@@ -99,12 +104,12 @@ TEST_F(CB, StreamsStopStringsAndCancels) {
   ASSERT_TRUE(pipe->run_until_done().ok());
   auto ra = pipe->result(*a);
   ASSERT_TRUE(ra.ok());
-  EXPECT_EQ(ra->finish, genai::FinishReason::Stop);
+  EXPECT_EQ(ra->finish, text::FinishReason::Stop);
   EXPECT_EQ(ra->text.find("girl"), std::string::npos) << ra->text;
   EXPECT_EQ(streamed[*a], ra->text);
   auto rb = pipe->engine().output(*b);
   ASSERT_TRUE(rb.ok());
-  EXPECT_EQ(rb->end, genai::EndReason::Cancelled);
+  EXPECT_EQ(rb->end, text::FinishReason::Cancelled);
   EXPECT_EQ(pipe->engine().blocks().num_free(), kBlocks);
 }
 
@@ -126,5 +131,5 @@ TEST_F(CB, BadRequestsAreRefusedWhileOthersGoOn) {
   auto r = pipe->result(*good);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->usage.completion_tokens, 8);
-  EXPECT_EQ(r->finish, genai::FinishReason::Length);
+  EXPECT_EQ(r->finish, text::FinishReason::Length);
 }

@@ -2,6 +2,8 @@
 // with the stop rules, streaming, seeds and bad requests.
 #include <gtest/gtest.h>
 
+#include "require_file.h"
+
 #include <filesystem>
 #include <fstream>
 
@@ -18,15 +20,18 @@ namespace {
 const std::string kStories = std::string(GGFLOW_SHARED) + "/models/stories260K.gguf";
 
 std::unique_ptr<LLMPipeline> open_pipeline(const std::string& path, int64_t n_ctx = 0) {
-  auto m = open_raw_model(path, n_ctx);
-  EXPECT_TRUE(m.ok()) << (m.ok() ? "" : m.error().str());
-  auto p = LLMPipeline::create(path, std::move(*m));
+  auto file = runtime::ModelFile::open(path);
+  EXPECT_TRUE(file.ok()) << (file.ok() ? "" : file.error().str());
+  if (!file) return nullptr;
+  runtime::RunnerOptions o;
+  o.n_ctx = n_ctx;
+  auto p = LLMPipeline::open(**file, transforms::Layout::raw, o);
   EXPECT_TRUE(p.ok()) << (p.ok() ? "" : p.error().str());
-  return std::move(*p);
+  return p ? std::move(*p) : nullptr;
 }
 
-genai::SamplingParams greedy(int64_t n) {
-  genai::SamplingParams p;
+text::SamplingParams greedy(int64_t n) {
+  text::SamplingParams p;
   p.temperature = 0;
   p.max_tokens = n;
   return p;
@@ -37,7 +42,7 @@ genai::SamplingParams greedy(int64_t n) {
 class Stories : public ::testing::Test {
  protected:
   void SetUp() override {
-    if (!fs::exists(kStories)) GTEST_SKIP() << kStories << " not found";
+    GGFLOW_REQUIRE_FILE(kStories, ::ggflow::testing::cat(kStories, " not found"));
     pipe = open_pipeline(kStories);
   }
   std::unique_ptr<LLMPipeline> pipe;
@@ -52,7 +57,7 @@ TEST_F(Stories, GreedyTextMatchesLlamaCpp) {
   ASSERT_TRUE(r.ok()) << r.error().str();
   EXPECT_EQ(r->usage.prompt_tokens, g["n_prompt"].get<int64_t>());
   EXPECT_EQ(r->tokens, g["greedy"].get<std::vector<int32_t>>());
-  EXPECT_EQ(r->finish, genai::FinishReason::Length);
+  EXPECT_EQ(r->finish, text::FinishReason::Length);
   auto text = pipe->tokenizer().decode(r->tokens);
   ASSERT_TRUE(text.ok());
   EXPECT_EQ(r->text, *text);
@@ -82,11 +87,11 @@ TEST_F(Stories, StopStringEndsBeforeItAndIsNeverEmitted) {
   auto r = pipe->generate("Once upon a time", p);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->text, full->text.substr(0, at));
-  EXPECT_EQ(r->finish, genai::FinishReason::Stop);
+  EXPECT_EQ(r->finish, text::FinishReason::Stop);
 }
 
 TEST_F(Stories, SameSeedSameTokens) {
-  genai::SamplingParams p;
+  text::SamplingParams p;
   p.temperature = 1.0;
   p.seed = 7;
   p.max_tokens = 20;
@@ -116,18 +121,18 @@ TEST_F(Stories, BadRequestsAreRefused) {
   EXPECT_NE(long_prompt.error().what.find("context"), std::string::npos) << long_prompt.error().what;
   auto fills = small->generate("Once upon", greedy(100));
   ASSERT_TRUE(fills.ok()) << fills.error().str();
-  EXPECT_EQ(fills->finish, genai::FinishReason::Length) << "the context ends the generation";
+  EXPECT_EQ(fills->finish, text::FinishReason::Length) << "the context ends the generation";
   EXPECT_LE(fills->usage.prompt_tokens + fills->usage.completion_tokens, 9);
 }
 
 TEST(SmolLM2, ChatAnswersThroughTheTemplate) {
   const fs::path p = fs::path(GGFLOW_ROOT) / "models/smollm2-135m-instruct-q4_1.gguf";
-  if (!fs::exists(p)) GTEST_SKIP() << "model not available (see models/*.missing)";
+  GGFLOW_REQUIRE_FILE(p, "model not available (see models/*.missing)");
   auto pipe = open_pipeline(p.string());
   auto r = pipe->chat(nlohmann::ordered_json::array({{{"role", "user"}, {"content", "What is the capital of France?"}}}),
                       greedy(24));
   ASSERT_TRUE(r.ok()) << r.error().str();
   EXPECT_NE(r->text.find("Paris"), std::string::npos) << r->text;
-  EXPECT_EQ(r->finish, genai::FinishReason::Stop) << "ends on <|im_end|>, which is not printed";
+  EXPECT_EQ(r->finish, text::FinishReason::Stop) << "ends on <|im_end|>, which is not printed";
   EXPECT_EQ(r->text.find("<|im_end|>"), std::string::npos);
 }

@@ -4,6 +4,8 @@
 // free at the end, and completed requests give the same tokens as when run alone.
 #include <gtest/gtest.h>
 
+#include "require_file.h"
+
 #include <random>
 
 #include "paged_fixture.h"
@@ -14,15 +16,15 @@ using namespace ggflow::pipeline;
 using namespace ggflow::testing;
 
 TEST(PagedSoak, TwoHundredRequestsRandomCancellationsSmallPool) {
-  if (!std::filesystem::exists(kStories)) GTEST_SKIP() << kStories << " not found";
+  GGFLOW_REQUIRE_FILE(kStories, ::ggflow::testing::cat(kStories, " not found"));
   constexpr int32_t kBlocks = 10;
-  auto runner = PagedModelRunner::open(kStories, kBlocks);
+  auto runner = runtime::PagedRunner::create(**model_file(kStories), kBlocks);
   ASSERT_TRUE(runner.ok()) << runner.error().str();
-  genai::EngineConfig cfg;
+  serving::EngineConfig cfg;
   cfg.num_blocks = kBlocks;
   cfg.max_num_batched_tokens = 48;
   cfg.max_num_seqs = 6;
-  auto pipe = ContinuousBatchingPipeline::create(kStories, **runner, cfg);
+  auto pipe = ContinuousBatchingPipeline::create(**model_file(kStories), **runner, cfg);
   ASSERT_TRUE(pipe.ok()) << pipe.error().str();
 
   static const char* kWords[] = {"the", "dog", "little", "girl", "ran", "happy", "tree", "ball", "and", "sun",
@@ -55,7 +57,7 @@ TEST(PagedSoak, TwoHundredRequestsRandomCancellationsSmallPool) {
       const size_t k = rng() % ids.size();
       ASSERT_TRUE((*pipe)->cancel(ids[k]).ok());
       auto out = (*pipe)->engine().output(ids[k]);
-      cancelled[k] = out.ok() && out->end == genai::EndReason::Cancelled;
+      cancelled[k] = out.ok() && out->end == text::FinishReason::Cancelled;
     }
     ++steps;
   }
@@ -63,10 +65,10 @@ TEST(PagedSoak, TwoHundredRequestsRandomCancellationsSmallPool) {
   for (size_t k = 0; k < ids.size(); ++k) {
     auto out = (*pipe)->engine().output(ids[k]);
     ASSERT_TRUE(out.ok());
-    ASSERT_TRUE(out->end == genai::EndReason::Length || out->end == genai::EndReason::Stop ||
-                out->end == genai::EndReason::Cancelled)
-        << "request " << k << " ended with " << genai::to_string(out->end) << " " << out->error;
-    (out->end == genai::EndReason::Cancelled ? n_cancelled : done)++;
+    ASSERT_TRUE(out->end == text::FinishReason::Length || out->end == text::FinishReason::Stop ||
+                out->end == text::FinishReason::Cancelled)
+        << "request " << k << " ended with " << text::to_string(out->end) << " " << out->error;
+    (out->end == text::FinishReason::Cancelled ? n_cancelled : done)++;
     preemptions += out->usage.preemptions;
   }
   EXPECT_EQ(done + n_cancelled, 200);
@@ -76,12 +78,12 @@ TEST(PagedSoak, TwoHundredRequestsRandomCancellationsSmallPool) {
   EXPECT_EQ((*pipe)->engine().blocks().num_free(), kBlocks) << "no block leaked";
 
   // Completed requests equal the same request alone (SDPA), for a sample of them.
-  auto m = open_sdpa_model(kStories);
-  auto alone = LLMPipeline::create(kStories, std::move(*m));
+  auto alone = open_llm(kStories, transforms::Layout::sdpa);
+  ASSERT_TRUE(alone.ok()) << alone.error().str();
   int compared = 0;
   for (size_t k = 0; k < ids.size() && compared < 25; ++k) {
     auto out = (*pipe)->engine().output(ids[k]);
-    if (out->end == genai::EndReason::Cancelled) continue;
+    if (out->end == text::FinishReason::Cancelled) continue;
     auto want = (*alone)->generate(prompts[k], greedy(max_tokens[k]));
     ASSERT_TRUE(want.ok());
     EXPECT_EQ(out->tokens, want->tokens) << "request " << k << ": " << prompts[k];

@@ -4,18 +4,33 @@
 // prefilled in chunks of 7. Plus: translate_get_rows is unchanged for the raw consumer.
 #include <gtest/gtest.h>
 
+#include "require_file.h"
+
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <map>
 
-#include "builder/raw_runner.h"
-#include "transforms/engines/engines.h"
-#include "transforms/engines/logits_dump.h"
+#include "runtime/greedy.h"
+#include "runtime/logits_dump.h"
+#include "runtime/paged_runner.h"
+#include "runtime/raw_runner.h"
 
 namespace ggflow::transforms {
 namespace {
+
+using runtime::generate_greedy;
+using runtime::PagedRunner;
+using runtime::read_logits_dump;
+using runtime::write_logits_dump;
+
+// The file opened, the model converted to `layout` and compiled, one sequence.
+Result<std::unique_ptr<runtime::SequenceRunner>> open_engine(const std::string& path, Layout layout) {
+  auto f = runtime::ModelFile::open(path);
+  if (!f) return f.error();
+  return runtime::open_sequence_runner(**f, layout);
+}
 
 const std::string kStories = std::string(GGFLOW_SHARED) + "/models/stories260K.gguf";
 const std::string kSmol = std::string(GGFLOW_ROOT) + "/models/smollm2-135m-instruct-q4_1.gguf";
@@ -53,13 +68,10 @@ std::string first_diff(const std::vector<float>& a, const std::vector<float>& b,
   return "none";
 }
 
-void skip_if_missing(const std::string& path) {
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is missing (run scripts/setup.sh)";
-}
 
 // Raw, SDPA and PA single-sequence greedy runs: identical logits rows.
 void single_sequence(const std::string& path, int n_prompt) {
-  skip_if_missing(path);
+  GGFLOW_REQUIRE_FILE(path, ::ggflow::testing::cat(path, " is missing (run scripts/setup.sh)"));
   auto raw = open_engine(path, Layout::raw);
   ASSERT_TRUE(static_cast<bool>(raw)) << raw.error().str();
   const int64_t V = (*raw)->n_vocab();
@@ -87,11 +99,13 @@ void single_sequence(const std::string& path, int n_prompt) {
 // PA: three sequences of different lengths in one call (then batched decode steps), and one
 // prompt prefilled in chunks of 7, against raw runs of each prompt alone.
 void paged_batched_and_chunked(const std::string& path, int n_prompt, int decode) {
-  skip_if_missing(path);
+  GGFLOW_REQUIRE_FILE(path, ::ggflow::testing::cat(path, " is missing (run scripts/setup.sh)"));
   Timer t{path + " paged batched + chunked"};
-  auto pe = PagedEngine::open(path);
+  auto file = runtime::ModelFile::open(path);
+  ASSERT_TRUE(static_cast<bool>(file)) << file.error().str();
+  auto pe = PagedRunner::create(**file, 8);
   ASSERT_TRUE(static_cast<bool>(pe)) << pe.error().str();
-  PagedEngine& e = **pe;
+  PagedRunner& e = **pe;
   const int64_t V = e.n_vocab();
   const std::vector<std::vector<int32_t>> prompts = {prompt(n_prompt, 1, V), prompt(n_prompt / 2 + 3, 2, V),
                                                      prompt(5, 3, V), prompt(n_prompt, 4, V)};
@@ -102,12 +116,6 @@ void paged_batched_and_chunked(const std::string& path, int n_prompt, int decode
     auto g = generate_greedy(**r, prompts[i], decode + 1, &ref[i]);
     ASSERT_TRUE(static_cast<bool>(g)) << g.error().str();
   }
-  auto argmax = [](const std::vector<float>& row) {
-    int32_t b = 0;
-    for (size_t j = 1; j < row.size(); ++j)
-      if (row[j] > row[b]) b = static_cast<int32_t>(j);
-    return b;
-  };
   // sequences 0..2 prefilled together; sequence 3 in chunks of 7, its chunks riding along
   std::vector<int> ids;
   for (size_t i = 0; i < prompts.size(); ++i) ids.push_back(e.add_sequence());
@@ -116,7 +124,7 @@ void paged_batched_and_chunked(const std::string& path, int n_prompt, int decode
   std::vector<bool> started(prompts.size(), false);
   size_t chunk_pos = 0;
   for (int step = 0; step < 64; ++step) {
-    std::vector<PagedEngine::Chunk> chunks;
+    std::vector<PagedRunner::Chunk> chunks;
     std::vector<size_t> who;
     for (size_t i = 0; i < 3; ++i) {
       if (static_cast<int>(got[i].size() / V) > decode) continue;
@@ -142,8 +150,9 @@ void paged_batched_and_chunked(const std::string& path, int n_prompt, int decode
       size_t i = who[c];
       if (i == 3 && chunk_pos < p3.size()) continue;  // a middle chunk: its last row needs no logits
       started[i] = true;
-      got[i].insert(got[i].end(), (*r)[c].begin(), (*r)[c].end());
-      next[i] = argmax((*r)[c]);
+      auto row = r->row(static_cast<int64_t>(c));
+      got[i].insert(got[i].end(), row.begin(), row.end());
+      next[i] = runtime::argmax(row);
     }
   }
   for (size_t i = 0; i < prompts.size(); ++i)
@@ -160,7 +169,7 @@ TEST(LayoutsE2E, Gemma3PagedBatchedAndChunked) { paged_batched_and_chunked(kGemm
 
 // reset() forgets the sequence: the same prompt again gives the same bits; the dump round-trips.
 TEST(LayoutsE2E, Stories260KResetAndDump) {
-  skip_if_missing(kStories);
+  GGFLOW_REQUIRE_FILE(kStories, ::ggflow::testing::cat(kStories, " is missing (run scripts/setup.sh)"));
   for (Layout l : {Layout::raw, Layout::sdpa, Layout::paged}) {
     auto e = open_engine(kStories, l);
     ASSERT_TRUE(static_cast<bool>(e)) << e.error().str();
@@ -172,7 +181,7 @@ TEST(LayoutsE2E, Stories260KResetAndDump) {
     EXPECT_EQ((*e)->n_past(), 0);
     ASSERT_TRUE(static_cast<bool>(generate_greedy(**e, p, 4, &b)));
     EXPECT_TRUE(same_bits(a, b)) << to_string(l);
-    const std::string path = testing::TempDir() + "/logits_" + to_string(l) + ".bin";
+    const std::string path = ::testing::TempDir() + "/logits_" + to_string(l) + ".bin";
     ASSERT_TRUE(write_logits_dump(path, a).ok());
     auto back = read_logits_dump(path);
     ASSERT_TRUE(static_cast<bool>(back));
@@ -182,10 +191,12 @@ TEST(LayoutsE2E, Stories260KResetAndDump) {
 }
 
 // Gemma 3: the sliding window travels per layer (mask rt_info -> PagedAttention input 11): 512
-// on the sliding-window layers, 0 on every 6th (global) layer; tokenizer metadata is in rt_info.
-TEST(LayoutsE2E, Gemma3SlidingWindowPerLayerAndTokenizerRtInfo) {
-  skip_if_missing(kGemma);
-  auto m = load_layout_model(kGemma, Layout::paged);
+// on the sliding-window layers, 0 on every 6th (global) layer.
+TEST(LayoutsE2E, Gemma3SlidingWindowPerLayer) {
+  GGFLOW_REQUIRE_FILE(kGemma, ::ggflow::testing::cat(kGemma, " is missing (run scripts/setup.sh)"));
+  auto file = runtime::ModelFile::open(kGemma);
+  ASSERT_TRUE(static_cast<bool>(file)) << file.error().str();
+  auto m = (*file)->layout_model(Layout::paged);
   ASSERT_TRUE(static_cast<bool>(m)) << m.error().str();
   auto order = m->ordered();
   ASSERT_TRUE(static_cast<bool>(order));
@@ -194,18 +205,17 @@ TEST(LayoutsE2E, Gemma3SlidingWindowPerLayerAndTokenizerRtInfo) {
     if (n->type() == ir::OpType::PagedAttention) windows.push_back(n->input(11).node->attrs<ir::ConstantAttrs>().value.to_i64()[0]);
   ASSERT_EQ(windows.size(), 18u);
   for (size_t il = 0; il < windows.size(); ++il) EXPECT_EQ(windows[il], (il + 1) % 6 == 0 ? 0 : 512) << "layer " << il;
-  EXPECT_EQ(std::get<std::string>(m->rt_info().at("tokenizer.ggml.model")), "llama");
-  EXPECT_EQ(std::get<std::string>(m->rt_info().at("gguf.path")), kGemma);
-  EXPECT_GT(std::get<int64_t>(m->rt_info().at("tokenizer.ggml.tokens.size")), 260000);
 }
 
 // translate_get_rows is not changed: the raw graph keeps Unsqueeze(axis 0) and the raw runner's
 // embedding is [1,1,T,E]; the adapted copy has axis 1.
 TEST(LayoutsE2E, RawConsumerKeepsOriginalGetRowsLayout) {
-  skip_if_missing(kStories);
-  auto r = builder::RawRunner::open(kStories);
+  GGFLOW_REQUIRE_FILE(kStories, ::ggflow::testing::cat(kStories, " is missing (run scripts/setup.sh)"));
+  auto file = runtime::ModelFile::open(kStories);
+  ASSERT_TRUE(static_cast<bool>(file)) << file.error().str();
+  auto r = runtime::RawRunner::create(**file);
   ASSERT_TRUE(static_cast<bool>(r)) << r.error().str();
-  const ir::Model& raw = (*r)->model();
+  const ir::Model& raw = (*r)->compiled().model();
   auto embd_unsqueeze = [](const ir::Model& m) -> ir::NodePtr {
     auto order = m.ordered();
     for (const auto& n : *order)

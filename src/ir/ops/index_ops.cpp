@@ -215,13 +215,15 @@ Outs eval_ScatterUpdate(const Node& n, std::span<const Tensor> in) {
   std::vector<int64_t> idx = in[1].to_i64();
   int64_t I = static_cast<int64_t>(idx.size());
   if (in[2].numel() != P * I * S) return kernel_error(n, "updates " + shape_str(in[2].shape()) + " do not match");
-  Tensor y(in[0].type(), ds);
+  Tensor y = in[0];  // written in place: output 0 aliases data (op_list.h)
   size_t es = scalar_size(in[0].type());
-  std::memcpy(y.mutable_bytes(), in[0].bytes(), in[0].nbytes());
+  for (int64_t i = 0; i < I; ++i) {
+    int64_t k = idx[i] < 0 ? idx[i] + N : idx[i];
+    if (k < 0 || k >= N) return kernel_error(n, "index " + std::to_string(idx[i]) + " out of range [0, " + std::to_string(N) + ")");
+  }
   for (int64_t p = 0; p < P; ++p)
     for (int64_t i = 0; i < I; ++i) {
       int64_t k = idx[i] < 0 ? idx[i] + N : idx[i];
-      if (k < 0 || k >= N) return kernel_error(n, "index " + std::to_string(idx[i]) + " out of range [0, " + std::to_string(N) + ")");
       std::memcpy(y.mutable_bytes() + ((p * N + k) * S) * es, in[2].bytes() + ((p * I + i) * S) * es, S * es);
     }
   return std::vector<Tensor>{y};

@@ -17,10 +17,11 @@
 //  12 alibi_slopes      f32 [Hq] or [0]    score += slope[h] · (key position - query position)
 // Outputs: 0 attention [T, Hq·Sv]; 1, 2 the key and value caches with this step's rows written.
 //
-// The caches are modelled as in/out values, not as hidden state: the kernel returns new cache
-// tensors (the inputs are never written: a Tensor's bytes may be shared), and the runtime feeds
-// outputs 1 and 2 back as the next step's caches. This keeps the evaluator side-effect free and
-// makes "what the kernel wrote" checkable in tests.
+// The caches are modelled as in/out values, not as hidden state: outputs 1 and 2 alias inputs 3
+// and 4 (op_list.h, GGFLOW_IR_ALIASES). The kernel writes this step's rows into the cache buffers
+// it is handed and returns them; the evaluator hands over the runtime's caches themselves (so a
+// step costs its tokens, not the pool) and a private copy of anything it cannot prove exclusive
+// (so a plain evaluate() stays free of side effects and "what the kernel wrote" is checkable).
 //
 // Token t of sequence s sits at position p = past_lens[s] + (t - subsequence_begins[s]); it is
 // first written to block block_indices[block_indices_begins[s] + p / BS], slot p % BS, for every
@@ -109,8 +110,13 @@ Outs eval_PagedAttention(const Node& n, std::span<const Tensor> in) {
   if (!alibi.empty() && static_cast<int64_t>(alibi.size()) != Hq)
     return kernel_error(n, "alibi_slopes has " + std::to_string(alibi.size()) + " values, expected 0 or " + std::to_string(Hq));
 
+  if (in[3].type() != ElementType::f32 || in[4].type() != ElementType::f32)
+    return kernel_error(n, "the reference kernel keeps f32 caches, got " + std::string(to_string(in[3].type())),
+                        "allocate key_cache / value_cache as f32");
   std::vector<float> q = in[0].to_f32(), k = in[1].to_f32(), v = in[2].to_f32();
-  std::vector<float> kc = in[3].to_f32(), vc = in[4].to_f32();
+  Tensor kc_out = in[3], vc_out = in[4];  // written in place (aliased outputs 1 and 2)
+  float* kc = kc_out.data<float>();
+  float* vc = vc_out.data<float>();
   // Row of kv head h at position p of sequence s in a cache of row width W, or -1.
   std::vector<int64_t> seq_of(T), pos_of(T);
   for (int64_t s = 0; s < B; ++s) {
@@ -158,13 +164,12 @@ Outs eval_PagedAttention(const Node& n, std::span<const Tensor> in) {
       const float* Q = q.data() + (t * Hq + h) * S;
       for (int64_t j = 0; j < nk; ++j) {
         const float m = alibi.empty() ? 0.0f : alibi[h] * static_cast<float>(lo + j - p);
-        sc[j] = attention_score(Q, kc.data() + krow[j] * S, S, scale) + m;  // SDPA adds its mask value here
+        sc[j] = attention_score(Q, kc + krow[j] * S, S, scale) + m;  // SDPA adds its mask value here
       }
-      attend_row(sc, [&](int64_t j) { return vc.data() + krow[j] * Sv; }, Sv, out.data() + (t * Hq + h) * Sv);
+      attend_row(sc, [&](int64_t j) { return vc + krow[j] * Sv; }, Sv, out.data() + (t * Hq + h) * Sv);
     }
   }
-  return std::vector<Tensor>{Tensor::from_f32(in[0].type(), {T, Hq * Sv}, out),
-                             Tensor::from_f32(in[3].type(), kcs, kc), Tensor::from_f32(in[4].type(), vcs, vc)};
+  return std::vector<Tensor>{Tensor::from_f32(in[0].type(), {T, Hq * Sv}, out), kc_out, vc_out};
 }
 
 }  // namespace ggflow::ir

@@ -23,25 +23,4 @@ Result<bool> AdaptToGenAI::run(ir::Model& model) {
   return changed;
 }
 
-Result<GenAIOptions> genai_options_from_file(const gguf::File& file, const std::string& path) {
-  GenAIOptions o;
-  std::string arch(file.architecture());
-  if (auto w = file.get<int64_t>(arch + ".attention.sliding_window")) o.sliding_window = *w;
-  for (const auto& kv : file.metadata()) {
-    std::string key(kv.key);
-    if (key.rfind("tokenizer.", 0) != 0) continue;
-    const gguf::Value& v = kv.value;
-    if (v.type == gguf::ValueType::STRING) o.tokenizer[key] = std::string(v.s);
-    else if (v.type == gguf::ValueType::BOOL) o.tokenizer[key] = v.u != 0;
-    else if (v.is_float()) o.tokenizer[key] = v.f;
-    else if (v.is_integer())
-      o.tokenizer[key] = v.type == gguf::ValueType::UINT64 || v.type == gguf::ValueType::UINT32 ||
-                                 v.type == gguf::ValueType::UINT16 || v.type == gguf::ValueType::UINT8
-                             ? static_cast<int64_t>(v.u) : v.i;
-    else if (v.type == gguf::ValueType::ARRAY && v.arr) o.tokenizer[key + ".size"] = static_cast<int64_t>(v.arr->size);
-  }
-  o.tokenizer["gguf.path"] = path.empty() ? file.path() : path;
-  return o;
-}
-
 }  // namespace ggflow::transforms

@@ -10,8 +10,9 @@
 //   3. GenAIInterface (genai_interface.cpp): input_ids, attention_mask, position_ids (i64 [?,?]),
 //      beam_idx (i32 [?]) replace the raw inputs; the masks are built from attention_mask and the
 //      positions (the sliding-window mask ANDs the window in and carries rt_info
-//      "sliding_window"); the LM head becomes Result 'logits' <- MatMul of a rank-3 input;
-//      tokenizer metadata goes into the model's rt_info.
+//      "sliding_window"); the LM head becomes Result 'logits' <- MatMul of a rank-3 input.
+//      (The tokenizer does not travel in rt_info: runtime::ModelFile opens the file once and
+//      hands the same mapping to the tokenizer and to the model.)
 // The caches stay Parameters: MakeStateful turns them into state.
 // A graph without an `inp_tokens` Parameter is not the builder's: the pass changes nothing and
 // logs why.
@@ -21,8 +22,7 @@
 #include <memory>
 #include <string>
 
-#include "gguf/file.h"
-#include "gguf/result.h"
+#include "base/result.h"
 #include "ir/model.h"
 #include "pattern/pass.h"
 
@@ -30,14 +30,10 @@ namespace ggflow::transforms {
 
 inline constexpr const char* kSlidingWindow = "sliding_window";  // rt_info of the SWA mask (int64)
 
+// What the adaptation needs from the model file (runtime/model_file.h reads it).
 struct GenAIOptions {
   int64_t sliding_window = 0;  // the model's window (self_kq_mask_swa), 0: none
-  ir::RtInfo tokenizer;        // copied into the model's rt_info
 };
-
-// The options of a GGUF file: `<arch>.attention.sliding_window` and the tokenizer metadata
-// (every scalar `tokenizer.*` key, the number of tokens, and the file path as "gguf.path").
-Result<GenAIOptions> genai_options_from_file(const gguf::File& file, const std::string& path = {});
 
 // The three steps, usable on their own (tests run each).
 pattern::MatcherPass fix_embd_axis();

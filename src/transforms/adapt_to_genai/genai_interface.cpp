@@ -71,7 +71,7 @@ class GenAIInterface : public pattern::Pass {
     if (auto p = m.parameter("self_kq_mask_swa")) {
       if (opt_.sliding_window <= 0)
         return make_error("GenAIInterface: the graph has self_kq_mask_swa but no sliding window was given",
-                          "pass GenAIOptions::sliding_window (genai_options_from_file reads it)");
+                          "pass GenAIOptions::sliding_window (runtime::ModelFile reads it from the file)");
       auto in_window = outer(o::less(outer(o::subtract(qpos, keys)), o::scalar_i64(opt_.sliding_window)));
       auto mask = make_mask(outer(o::logical_and(visible, in_window)));
       mask->rt_info()[kSlidingWindow] = opt_.sliding_window;
@@ -87,7 +87,6 @@ class GenAIInterface : public pattern::Pass {
     std::vector<ir::NodePtr> params = {input_ids, attention_mask, position_ids, beam_idx};
     for (auto& p : m.parameters()) params.push_back(p);
     m.parameters() = params;
-    for (const auto& [k, v] : opt_.tokenizer) m.rt_info()[k] = v;
     log_.push_back("GenAIInterface: applied");
     return true;
   }

@@ -1,0 +1,99 @@
+// The compile-once model interface: the seam between a layout's graph and whatever executes it.
+//
+//   compile(model, options) -> CompiledModel      once per model and process
+//   input("input_ids") -> index                   once, at set-up (names never appear on the step path)
+//   resize_caches(rows)                           at set-up (and when a growing context needs it):
+//                                                 the caches live inside the compiled model
+//   run(inputs, visible_rows)                     every step: the step's tensors, in input order
+//   output(index)                                 the step's results, by index
+//
+// What is an input, an output, a cache or a variable is read from the graph once (signature()):
+//   inputs     the Parameters that are not caches, in model order
+//   outputs    the Results that are not cache outputs, in model order
+//   caches     Parameters that an op writes in place (an output aliasing an input, op_list.h:
+//              SET_ROWS's destination cache_k_lN in the raw layout, PagedAttention's
+//              key_cache.N / value_cache.N in the paged layout) and whose written value reaches a
+//              Result. Each has at most one dynamic axis (raw: context rows, paged: blocks); the
+//              compiled model allocates it and the ops update it in place. A step sees its
+//              leading `visible_rows` along that axis (raw: past + new tokens) or all of it.
+//   variables  ReadValue/Assign pairs (the SDPA layout's KV): owned by the compiled model,
+//              updated by the Assigns, forgotten by reset_state().
+// No step copies a cache: cache_copies() counts the steps where an executor could not write a
+// cache in place (and had to copy it back); tests assert it stays 0.
+//
+// Executors: `ref` (the IR reference evaluator, the math oracle). The CPU executor plugs in here.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/result.h"
+#include "ir/model.h"
+#include "ir/tensor.h"
+
+namespace ggflow::runtime {
+
+enum class Executor { ref };
+Result<Executor> executor_from_name(std::string_view name);  // "ref"
+const char* to_string(Executor e);
+
+struct CompileOptions {
+  Executor executor = Executor::ref;
+};
+
+struct Signature {
+  struct Cache {
+    std::string name;
+    size_t param = 0, result = 0;     // model parameter and result indices
+    ir::ElementType type = ir::ElementType::f32;
+    std::vector<int64_t> shape;       // the dynamic axis holds 0
+    int dynamic_axis = -1;            // -1: a static cache
+  };
+  std::vector<size_t> inputs;         // input i = model parameter inputs[i]
+  std::vector<size_t> outputs;        // output i = model result outputs[i]
+  std::vector<Cache> caches;
+
+  // Set-up lookups by friendly name; errors name what exists.
+  Result<size_t> input(const ir::Model& m, std::string_view name) const;
+  Result<size_t> output(const ir::Model& m, std::string_view name) const;
+};
+// Errors: a cache with more than one dynamic axis or a dynamic axis after a non-1 axis.
+Result<Signature> read_signature(const ir::Model& model);
+
+class CompiledModel {
+ public:
+  virtual ~CompiledModel() = default;
+
+  const ir::Model& model() const { return *model_; }
+  const Signature& signature() const { return sig_; }
+  Result<size_t> input(std::string_view name) const { return sig_.input(*model_, name); }
+  Result<size_t> output(std::string_view name) const { return sig_.output(*model_, name); }
+  size_t n_inputs() const { return sig_.inputs.size(); }
+
+  // Every cache gets `rows` along its dynamic axis, zero-filled the first time; what is written
+  // in the leading rows is kept. The one place caches are allocated or grown: the paged pool
+  // once, a single sequence's context by doubling (amortized O(1) per token, never per step).
+  virtual Status resize_caches(int64_t rows) = 0;
+  int64_t cache_rows() const { return cache_rows_; }
+  // One step. `inputs`: one tensor per input, in order. `visible_rows`: how much of each cache's
+  // dynamic axis the step sees (-1: all). On error the caches may be partly written.
+  virtual Status run(std::span<const ir::Tensor> inputs, int64_t visible_rows = -1) = 0;
+  virtual const ir::Tensor& output(size_t i) const = 0;
+  virtual void reset_state() = 0;  // forget the variables (caches are overwritten before read)
+  int64_t cache_copies() const { return cache_copies_; }
+  virtual Executor executor() const = 0;
+
+ protected:
+  std::unique_ptr<ir::Model> model_;
+  Signature sig_;
+  int64_t cache_rows_ = 0;
+  int64_t cache_copies_ = 0;
+};
+
+// Takes the model (it lives as long as the compiled model). Errors: the signature, the executor's.
+Result<std::unique_ptr<CompiledModel>> compile(ir::Model model, const CompileOptions& options = {});
+
+}  // namespace ggflow::runtime

@@ -1,0 +1,45 @@
+// ModelFile: one .gguf file, opened once per process. It holds the mapping, the hyper-parameters
+// and the raw-layout IR model built and translated from it (builder -> frontend). Everything
+// downstream is made from this one object: the tokenizer and chat template read its metadata
+// (pipeline/prompt.h), and each layout's model is a clone of the raw graph converted by the
+// layout passes. Nobody opens the path a second time.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+#include "builder/build.h"
+#include "gguf/file.h"
+#include "ir/model.h"
+#include "transforms/layouts.h"
+
+namespace ggflow::runtime {
+
+class ModelFile {
+ public:
+  // Errors: the file (named, with the byte offset), the architecture, a missing key or tensor.
+  static Result<std::shared_ptr<const ModelFile>> open(const std::string& path, const builder::BuildOptions& opt = {});
+
+  const gguf::File& file() const { return file_; }
+  const std::string& path() const { return file_.path(); }
+  const builder::HParams& hparams() const { return hp_; }
+  int64_t n_vocab() const { return hp_.n_vocab; }
+  // The training context ({arch}.context_length), or 4096 when the file has none.
+  int64_t n_ctx_train() const { return hp_.n_ctx_train > 0 ? hp_.n_ctx_train : 4096; }
+  bool flash_attn() const { return opt_.flash_attn; }
+
+  // A fresh model in `layout`: the raw graph cloned (weights shared), then the layout passes.
+  // `log` receives the passes' logs.
+  Result<ir::Model> layout_model(transforms::Layout layout, std::vector<std::string>* log = nullptr) const;
+
+ private:
+  ModelFile(gguf::File f) : file_(std::move(f)) {}
+  gguf::File file_;
+  builder::BuildOptions opt_;
+  builder::HParams hp_;
+  ir::Model raw_;
+};
+
+}  // namespace ggflow::runtime

@@ -1,0 +1,191 @@
+// ContinuousBatchingEngine (see scheduler_engine.h for the model).
+#include "serving/scheduler_engine.h"
+
+#include <algorithm>
+#include <string>
+
+namespace ggflow::serving {
+
+namespace {
+
+int32_t greedy(std::span<const float> logits) {  // argmax, lowest id on ties
+  return int32_t(std::max_element(logits.begin(), logits.end()) - logits.begin());
+}
+
+std::string str(int64_t v) { return std::to_string(v); }
+
+}  // namespace
+
+Result<std::unique_ptr<ContinuousBatchingEngine>> ContinuousBatchingEngine::create(const EngineConfig& c, BatchRunner& runner) {
+  int32_t num_blocks = c.num_blocks;
+  if (num_blocks < 0) return make_error("num_blocks = " + str(num_blocks) + " must be >= 0", "0 sizes the pool from kv_cache_bytes");
+  if (num_blocks == 0) {
+    if (c.kv_cache_bytes <= 0)
+      return make_error("the KV pool has no size", "set num_blocks, or kv_cache_bytes and kv_bytes_per_block");
+    auto n = BlockManager::blocks_for_budget(c.kv_cache_bytes, c.kv_bytes_per_block);
+    if (!n) return n.error();
+    num_blocks = *n;
+  }
+  if (c.max_num_seqs < 1) return make_error("max_num_seqs = " + str(c.max_num_seqs) + " must be >= 1", "");
+  if (c.max_num_batched_tokens < c.max_num_seqs)
+    return make_error("max_num_batched_tokens = " + str(c.max_num_batched_tokens) + " is below max_num_seqs = " +
+                          str(c.max_num_seqs),
+                      "every running sequence needs one token of the step budget to decode");
+  const int64_t capacity = int64_t(num_blocks) * BlockManager::kBlockSize;
+  if (c.max_model_len < 0) return make_error("max_model_len must be >= 0", "0 uses the pool's capacity");
+  if (c.max_model_len > capacity)
+    return make_error("max_model_len = " + str(c.max_model_len) + " exceeds the KV pool (" + str(num_blocks) +
+                          " blocks = " + str(capacity) + " tokens)",
+                      "lower max_model_len or give the KV cache more memory");
+  const int64_t max_len = c.max_model_len > 0 ? c.max_model_len : capacity;
+  return std::unique_ptr<ContinuousBatchingEngine>(new ContinuousBatchingEngine(c, num_blocks, max_len, runner));
+}
+
+ContinuousBatchingEngine::ContinuousBatchingEngine(const EngineConfig& cfg, int32_t num_blocks, int64_t max_model_len,
+                                                   BatchRunner& runner)
+    : cfg_(cfg),
+      max_model_len_(max_model_len),
+      runner_(runner),
+      sched_(SchedulerConfig{cfg.max_num_seqs, cfg.max_num_batched_tokens}, num_blocks, cfg.enable_prefix_caching) {}
+
+Result<RequestId> ContinuousBatchingEngine::add_request(std::vector<int32_t> prompt, RequestParams params) {
+  auto bad = [](std::string what, std::string hint) { return make_error("request rejected: " + what, std::move(hint)); };
+  if (prompt.empty()) return bad("the prompt is empty", "a request needs at least one prompt token (e.g. BOS)");
+  for (size_t i = 0; i < prompt.size(); ++i)
+    if (prompt[i] < 0 || (cfg_.vocab_size > 0 && prompt[i] >= cfg_.vocab_size))
+      return bad("prompt token " + str(int64_t(i)) + " = " + str(prompt[i]) + " is outside the vocabulary (" +
+                     str(cfg_.vocab_size) + " tokens)",
+                 "tokenize with the model's tokenizer");
+  if (params.max_tokens < 1) return bad("max_tokens = " + str(params.max_tokens) + " must be >= 1", "");
+  for (int32_t t : params.stop_token_ids)
+    if (t < 0 || (cfg_.vocab_size > 0 && t >= cfg_.vocab_size))
+      return bad("stop token id " + str(t) + " is outside the vocabulary", "use ids from the model's tokenizer");
+  if (int64_t(prompt.size()) >= max_model_len_)
+    return bad("the prompt has " + str(int64_t(prompt.size())) + " tokens; the context holds " + str(max_model_len_) +
+                   " (prompt + at least one generated token)",
+               "shorten the prompt, or raise max_model_len / the KV cache size");
+
+  auto s = std::make_unique<Sequence>();
+  s->id = next_id_++;
+  s->prompt_len = int64_t(prompt.size());
+  s->max_len = std::min(s->prompt_len + params.max_tokens, max_model_len_);
+  s->tokens = std::move(prompt);
+  s->params = std::move(params);
+  s->t_arrival = Sequence::Clock::now();
+  Sequence* raw = s.get();
+  seqs_.emplace(raw->id, std::move(s));
+  sched_.add(raw);
+  return raw->id;
+}
+
+void ContinuousBatchingEngine::finish(Sequence* s, FinishReason why, std::string error) {
+  sched_.remove(s);  // frees its blocks now
+  s->end = why;
+  s->error = std::move(error);
+  s->t_end = Sequence::Clock::now();
+}
+
+Status ContinuousBatchingEngine::cancel(RequestId id) {
+  auto it = seqs_.find(id);
+  if (it == seqs_.end()) return make_error("cancel: unknown request id " + str(int64_t(id)), "use an id returned by add_request");
+  Sequence* s = it->second.get();
+  if (s->state == Sequence::State::Finished) return {};
+  if (in_step_) {
+    deferred_cancels_.push_back(id);
+    return {};
+  }
+  finish(s, FinishReason::Cancelled);
+  return {};
+}
+
+bool ContinuousBatchingEngine::accept_token(Sequence* s, int32_t token) {
+  const auto now = Sequence::Clock::now();
+  if (s->len() == s->prompt_len) s->t_first_token = now;
+  s->t_last_token = now;
+  s->tokens.push_back(token);
+  bool go_on = true;
+  if (s->params.on_token) go_on = s->params.on_token(s->id, token);
+  const auto& stops = s->params.stop_token_ids;
+  if (!go_on || std::find(stops.begin(), stops.end(), token) != stops.end()) {
+    finish(s, FinishReason::Stop);
+    return true;
+  }
+  if (s->len() >= s->max_len) {
+    finish(s, FinishReason::Length);
+    return true;
+  }
+  return false;
+}
+
+Result<StepStats> ContinuousBatchingEngine::step() {
+  StepStats st;
+  SchedulerOutput out = sched_.schedule();
+  st.num_preempted = int32_t(out.preempted.size());
+  if (out.batch.empty()) return st;
+  ++steps_;
+  const ScheduledBatch& b = out.batch;
+  st.num_tokens = b.num_tokens();
+  st.num_seqs = b.num_seqs();
+  st.num_decode_seqs = b.num_decode_seqs;
+  st.num_sampled = int32_t(b.sampled_tokens_indices.size());
+
+  Result<LogitsRows> logits = runner_.forward(b);
+  if (logits && (logits->rows() != int64_t(st.num_sampled) || (st.num_sampled > 0 && logits->vocab <= 0)))
+    logits = make_error("the model runner returned " + str(logits->rows()) + " logits rows for " + str(st.num_sampled) +
+                            " sampled tokens",
+                        "return one row per entry of batch.sampled_tokens_indices, in order");
+  if (!logits) {
+    for (const ScheduledChunk& c : out.chunks) finish(c.seq, FinishReason::Error, logits.error().str());
+    return Error{"model step failed: " + logits.error().what, logits.error().hint};
+  }
+
+  sched_.commit(out);
+  in_step_ = true;
+  for (int32_t r = 0; r < st.num_sampled; ++r) {
+    Sequence* s = out.chunks[size_t(b.sampled_seq[size_t(r)])].seq;
+    if (s->state == Sequence::State::Finished) continue;  // cannot happen today; cheap guard
+    auto row = logits->row(r);  // f32 [vocab]
+    const int32_t tok = s->params.sample ? s->params.sample(row) : greedy(row);
+    if (accept_token(s, tok)) ++st.num_finished;
+  }
+  in_step_ = false;
+  for (RequestId id : deferred_cancels_) (void)cancel(id);
+  deferred_cancels_.clear();
+  return st;
+}
+
+Status ContinuousBatchingEngine::run_until_done(int64_t max_steps) {
+  for (int64_t i = 0; has_unfinished() && (max_steps < 0 || i < max_steps); ++i) {
+    auto st = step();
+    if (!st) return st.error();
+    if (st->idle()) return make_error("the scheduler made no progress with requests pending", "this is a bug");
+  }
+  return {};
+}
+
+Result<RequestOutput> ContinuousBatchingEngine::output(RequestId id) const {
+  auto it = seqs_.find(id);
+  if (it == seqs_.end()) return make_error("unknown request id " + str(int64_t(id)), "use an id returned by add_request");
+  return it->second->output();
+}
+
+Result<std::vector<int32_t>> ContinuousBatchingEngine::take_new_tokens(RequestId id) {
+  auto it = seqs_.find(id);
+  if (it == seqs_.end()) return make_error("unknown request id " + str(int64_t(id)), "use an id returned by add_request");
+  Sequence& s = *it->second;
+  auto gen = s.generated().subspan(s.num_polled);
+  s.num_polled += gen.size();
+  return std::vector<int32_t>(gen.begin(), gen.end());
+}
+
+void ContinuousBatchingEngine::release(RequestId id) {
+  auto it = seqs_.find(id);
+  if (it != seqs_.end() && it->second->state == Sequence::State::Finished) seqs_.erase(it);
+}
+
+const Sequence* ContinuousBatchingEngine::sequence(RequestId id) const {
+  auto it = seqs_.find(id);
+  return it == seqs_.end() ? nullptr : it->second.get();
+}
+
+}  // namespace ggflow::serving
