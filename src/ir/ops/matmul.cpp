@@ -3,6 +3,7 @@
 // quantized along K): each row of b is dequantized with gguf::dequantize and every output element
 // is one f32 dot product accumulated in order k = 0..K-1, so a row's result never depends on the
 // other rows of the batch.
+#include <cstdint>
 #include <vector>
 
 #include "gguf/dequant.h"
@@ -54,13 +55,20 @@ Outs eval_MatMul(const Node& node, std::span<const Tensor> in) {
   std::vector<int64_t> out = *batch;
   out.push_back(M);
   out.push_back(N);
-  std::vector<float> a = in[0].to_f32(), y(static_cast<size_t>(product(out)));
-  bool block = is_block(in[1].type());
-  std::vector<float> b = block ? std::vector<float>{} : in[1].to_f32();
+  // f32 operands are read in place (weights straight from the file's mapping); others converted.
+  std::vector<float> a_conv, b_conv, y(static_cast<size_t>(product(out)));
+  auto f32_aligned = [](const Tensor& t) {
+    return t.type() == ElementType::f32 && reinterpret_cast<uintptr_t>(t.bytes()) % alignof(float) == 0;
+  };
+  const bool a_f32 = f32_aligned(in[0]), block = is_block(in[1].type()), b_f32 = f32_aligned(in[1]);
+  if (!a_f32) a_conv = in[0].to_f32();
+  if (!block && !b_f32) b_conv = in[1].to_f32();
+  const float* a_data = a_f32 ? in[0].data<float>() : a_conv.data();
+  const float* b_data = b_f32 ? in[1].data<float>() : b_conv.data();
   std::vector<float> wrow(static_cast<size_t>(K));
   size_t row_bytes = block ? byte_size(in[1].type(), K) : 0;
   for (size_t p = 0; p < mapa.size(); ++p) {
-    const float* A = a.data() + mapa[p] * M * K;
+    const float* A = a_data + mapa[p] * M * K;
     float* Y = y.data() + p * M * N;
     for (int64_t n = 0; n < N; ++n) {
       if (block) {  // row n of the [N, K] weight
@@ -68,7 +76,7 @@ Outs eval_MatMul(const Node& node, std::span<const Tensor> in) {
         Status st = gguf::dequantize(*to_ggml(in[1].type()), {src, row_bytes}, static_cast<uint64_t>(K), wrow.data());
         if (!st) return kernel_error(node, st.error().what);
       } else {
-        const float* B = b.data() + mapb[p] * K * N;
+        const float* B = b_data + mapb[p] * K * N;
         for (int64_t k = 0; k < K; ++k) wrow[k] = at.transpose_b ? B[n * K + k] : B[k * N + n];
       }
       for (int64_t m = 0; m < M; ++m) {
