@@ -15,7 +15,8 @@ namespace ggflow::cli {
 namespace {
 
 struct Opts {
-  std::string model, system, executor = "ref";
+  std::string model, system, executor = "cpu";
+  int threads = 0;
   int n = 256;
   double temperature = 0.7;
   int64_t seed = -1;
@@ -28,6 +29,7 @@ Status chat(const Opts& o) {
   if (!file) return file.error();
   runtime::RunnerOptions ro;
   ro.compile.executor = *executor;
+  ro.compile.threads = o.threads;
   auto pipe = pipeline::LLMPipeline::open(**file, transforms::Layout::sdpa, ro);
   if (!pipe) return pipe.error();
   text::SamplingParams sp;
@@ -69,7 +71,8 @@ void add(CLI::App& app, int& rc) {
   auto o = std::make_shared<Opts>();
   cmd->add_option("-m,--model", o->model, "the .gguf model")->required();
   cmd->add_option("--system", o->system, "system prompt");
-  cmd->add_option("--executor", o->executor, "what runs the graph: ref (the IR reference evaluator)")->capture_default_str();
+  cmd->add_option("--executor", o->executor, "what runs the graph: cpu | ref (the IR reference evaluator)")->capture_default_str();
+  cmd->add_option("-t,--threads", o->threads, "cpu executor threads (default: the machine's cores)");
   cmd->add_option("-n,--max-tokens", o->n, "tokens per answer at most")->capture_default_str();
   cmd->add_option("--temperature", o->temperature, "0 = greedy")->capture_default_str();
   cmd->add_option("--seed", o->seed, "random seed (default: random)");

@@ -49,13 +49,29 @@ Result<std::vector<int32_t>> parse_ids(const std::string& s) {
 }
 
 struct Opts {
-  std::string engine = "paged", executor = "ref", model, tokens, prompt, dump;
+  std::string engine = "paged", executor = "cpu", model, tokens, prompt, dump;
   int n = -1;
   int32_t kv_blocks = 64;
+  int threads = 0;
+  bool verbose = false;
   bool chat = false, no_fa = false, timing = false;
   text::SamplingParams sp;
   int64_t seed = -1;
 };
+
+// --verbose: the executor and what ran on the reference kernel in the last step.
+void report(const Opts& o, const runtime::CompiledModel* m) {
+  if (!o.verbose || !m) return;
+  std::fprintf(stderr, "ggflow run: executor %s; last step: %lld nodes on the reference kernel (%s)\n",
+               m->describe().c_str(), static_cast<long long>(m->fallbacks()), m->fallback_summary().c_str());
+}
+
+runtime::RunnerOptions runner_options(const Opts& o) {
+  runtime::RunnerOptions ro;
+  ro.compile.executor = *runtime::executor_from_name(o.executor);
+  ro.compile.threads = o.threads;
+  return ro;
+}
 
 // Greedy ids from ids on one layout. With `text_out`, the prompt came from -p: the ids are decoded
 // and printed as text instead.
@@ -63,12 +79,11 @@ Status run_tokens(const Opts& o, const runtime::ModelFile& file, Result<std::vec
                   const text::Tokenizer* text_out = nullptr) {
   if (!ids) return ids.error();
   auto t0 = std::chrono::steady_clock::now();
-  runtime::RunnerOptions ro;
-  ro.compile.executor = *runtime::executor_from_name(o.executor);
-  auto runner = runtime::open_sequence_runner(file, *transforms::layout_from_name(o.engine), ro);
+  auto runner = runtime::open_sequence_runner(file, *transforms::layout_from_name(o.engine), runner_options(o));
   if (!runner) return runner.error();
   std::vector<float> logits;
   auto out = runtime::generate_greedy(**runner, *ids, o.n < 0 ? 16 : o.n, o.dump.empty() ? nullptr : &logits);
+  report(o, &(*runner)->compiled());
   if (!out) return out.error();
   std::string line;
   if (text_out) {
@@ -97,24 +112,23 @@ Result<pipeline::GenerationResult> run_paged(const Opts& o, const runtime::Model
                                             const nlohmann::ordered_json& messages) {
   serving::EngineConfig cfg;
   cfg.num_blocks = o.kv_blocks;
-  runtime::CompileOptions co;
-  co.executor = *runtime::executor_from_name(o.executor);
-  auto pipe = pipeline::ContinuousBatchingPipeline::open(file, cfg, co);
+  auto pipe = pipeline::ContinuousBatchingPipeline::open(file, cfg, runner_options(o).compile);
   if (!pipe) return pipe.error();
   auto stream = [](pipeline::RequestId, std::string_view t) { return print_text(t); };
   auto id = o.chat ? (*pipe)->add_chat_request(messages, o.sp, stream) : (*pipe)->add_request(o.prompt, o.sp, stream);
   if (!id) return id.error();
   if (auto s = (*pipe)->run_until_done(); !s) return s.error();
+  report(o, (*pipe)->compiled_model());
   return (*pipe)->result(*id);
 }
 
 Result<pipeline::GenerationResult> run_single(const Opts& o, const runtime::ModelFile& file,
                                              const nlohmann::ordered_json& messages) {
-  runtime::RunnerOptions ro;
-  ro.compile.executor = *runtime::executor_from_name(o.executor);
-  auto pipe = pipeline::LLMPipeline::open(file, *transforms::layout_from_name(o.engine), ro);
+  auto pipe = pipeline::LLMPipeline::open(file, *transforms::layout_from_name(o.engine), runner_options(o));
   if (!pipe) return pipe.error();
-  return o.chat ? (*pipe)->chat(messages, o.sp, print_text) : (*pipe)->generate(o.prompt, o.sp, print_text);
+  auto r = o.chat ? (*pipe)->chat(messages, o.sp, print_text) : (*pipe)->generate(o.prompt, o.sp, print_text);
+  report(o, &(*pipe)->runner().compiled());
+  return r;
 }
 
 Status run_text(Opts o, const runtime::ModelFile& file) {
@@ -139,9 +153,11 @@ void add(CLI::App& app, int& rc) {
   cmd->add_option("--engine", o->engine, "layout that runs the graph: paged (continuous batching) | sdpa | raw")
       ->check(CLI::IsMember({"raw", "sdpa", "paged"}))
       ->capture_default_str();
-  cmd->add_option("--executor", o->executor, "what executes the graph: ref (the IR reference evaluator)")
-      ->check(CLI::IsMember({"ref"}))
+  cmd->add_option("--executor", o->executor, "what executes the graph: cpu (SIMD kernels, threads) | ref (the IR reference evaluator)")
+      ->check(CLI::IsMember({"cpu", "ref"}))
       ->capture_default_str();
+  cmd->add_option("-t,--threads", o->threads, "cpu executor threads (default: the machine's cores)")->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--verbose", o->verbose, "print the executor and what ran on the reference kernel (fallbacks) on stderr");
   cmd->add_option("--kv-blocks", o->kv_blocks, "paged: KV cache blocks of 32 tokens")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("-m,--model", o->model, "the .gguf model")->required();
   cmd->add_option("-p,--prompt", o->prompt, "prompt text");

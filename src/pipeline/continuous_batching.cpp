@@ -13,6 +13,7 @@ Result<std::unique_ptr<ContinuousBatchingPipeline>> ContinuousBatchingPipeline::
   if (!runner) return runner.error();
   auto p = create(file, **runner, config);
   if (!p) return p.error();
+  (*p)->compiled_ = &(*runner)->compiled();
   (*p)->owned_runner_ = std::move(*runner);
   return p;
 }

@@ -65,6 +65,8 @@ class ContinuousBatchingPipeline {
 
   const text::Tokenizer& tokenizer() const { return format_->tokenizer(); }
   serving::ContinuousBatchingEngine& engine() { return *engine_; }
+  // The paged model open() compiled (nullptr over another runner).
+  const runtime::CompiledModel* compiled_model() const { return compiled_; }
 
  private:
   struct Request {
@@ -79,6 +81,7 @@ class ContinuousBatchingPipeline {
   void emit(RequestId id, Request& r, const std::string& text);
 
   std::unique_ptr<runtime::BatchRunner> owned_runner_;  // open(): the paged runner
+  const runtime::CompiledModel* compiled_ = nullptr;
   std::shared_ptr<const PromptFormat> format_;
   std::unique_ptr<serving::ContinuousBatchingEngine> engine_;
   std::map<RequestId, Request> requests_;

@@ -6,14 +6,16 @@
 
 namespace ggflow::runtime {
 
-Result<std::unique_ptr<CompiledModel>> compile_ref(ir::Model model);  // ref_executor.cpp
+Result<std::unique_ptr<CompiledModel>> compile_ref(ir::Model model);                              // ref_executor.cpp
+Result<std::unique_ptr<CompiledModel>> compile_cpu(ir::Model model, const CompileOptions& options);  // cpu_executor.cpp
 
 Result<Executor> executor_from_name(std::string_view name) {
+  if (name == "cpu") return Executor::cpu;
   if (name == "ref") return Executor::ref;
-  return make_error("unknown executor '" + std::string(name) + "'", "use --executor ref");
+  return make_error("unknown executor '" + std::string(name) + "'", "use --executor cpu or ref");
 }
 
-const char* to_string(Executor) { return "ref"; }
+const char* to_string(Executor e) { return e == Executor::cpu ? "cpu" : "ref"; }
 
 namespace {
 // The parameter whose buffer the value `v` is, following aliased outputs back to their inputs
@@ -99,6 +101,7 @@ Result<size_t> Signature::output(const ir::Model& m, std::string_view name) cons
 Result<std::unique_ptr<CompiledModel>> compile(ir::Model model, const CompileOptions& options) {
   switch (options.executor) {
     case Executor::ref: return compile_ref(std::move(model));
+    case Executor::cpu: return compile_cpu(std::move(model), options);
   }
   return make_error("unknown executor");
 }

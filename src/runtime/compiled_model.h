@@ -21,7 +21,8 @@
 // No step copies a cache: cache_copies() counts the steps where an executor could not write a
 // cache in place (and had to copy it back); tests assert it stays 0.
 //
-// Executors: `ref` (the IR reference evaluator, the math oracle). The CPU executor plugs in here.
+// Executors: `cpu` (cpu/executor.h: SIMD kernels with scalar twins, a thread pool; the default)
+// and `ref` (the IR reference evaluator, the math oracle).
 #pragma once
 
 #include <memory>
@@ -36,12 +37,13 @@
 
 namespace ggflow::runtime {
 
-enum class Executor { ref };
-Result<Executor> executor_from_name(std::string_view name);  // "ref"
+enum class Executor { cpu, ref };
+Result<Executor> executor_from_name(std::string_view name);  // "cpu" | "ref"
 const char* to_string(Executor e);
 
 struct CompileOptions {
-  Executor executor = Executor::ref;
+  Executor executor = Executor::cpu;
+  int threads = 0;  // cpu: 0 = the machine's cores
 };
 
 struct Signature {
@@ -85,6 +87,11 @@ class CompiledModel {
   virtual void reset_state() = 0;  // forget the variables (caches are overwritten before read)
   int64_t cache_copies() const { return cache_copies_; }
   virtual Executor executor() const = 0;
+  // Nodes of the last step that ran on the reference kernel instead of the executor's own, and
+  // which ("Slice x60, ..."): what `ggflow run --verbose` prints.
+  virtual int64_t fallbacks() const { return 0; }
+  virtual std::string fallback_summary() const { return "none"; }
+  virtual std::string describe() const = 0;  // "cpu (avx512, 2 threads)"
 
  protected:
   std::unique_ptr<ir::Model> model_;

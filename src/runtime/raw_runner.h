@@ -31,7 +31,7 @@ class RawRunner final : public SequenceRunner {
   void reset() override { n_past_ = 0; }
   int64_t n_past() const override { return n_past_; }
   const builder::HParams& hparams() const { return hp_; }
-  const CompiledModel& compiled() const { return *cm_; }
+  const CompiledModel& compiled() const override { return *cm_; }
 
  private:
   RawRunner() = default;

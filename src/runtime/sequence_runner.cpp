@@ -65,6 +65,7 @@ class SdpaRunner final : public SequenceRunner {
     past_ = 0;
   }
   int64_t n_past() const override { return past_; }
+  const CompiledModel& compiled() const override { return *cm_; }
 
  private:
   std::unique_ptr<CompiledModel> cm_;
@@ -95,6 +96,7 @@ class PagedSequenceRunner final : public SequenceRunner {
   }
   void reset() override { seq_ = p_->add_sequence(); }  // a new sequence; old blocks are not reused
   int64_t n_past() const override { return p_->past(seq_); }
+  const CompiledModel& compiled() const override { return p_->compiled(); }
 
  private:
   std::unique_ptr<PagedRunner> p_;

@@ -28,6 +28,7 @@ class SequenceRunner {
   virtual Result<std::span<const float>> step(std::span<const int32_t> tokens) = 0;
   virtual void reset() = 0;  // forget the sequence
   virtual int64_t n_past() const = 0;
+  virtual const CompiledModel& compiled() const = 0;
   int64_t n_vocab() const { return n_vocab_; }
   int64_t n_ctx() const { return n_ctx_; }
 

@@ -153,7 +153,7 @@ def run_and_chat(ggflow, root, shared):
     smol = model(root, "smollm2-135m-instruct-q4_1.gguf")
     if smol:
         r = subprocess.run([str(ggflow), "chat", "-m", str(smol), "--temperature", "0", "-n", "24"],
-                           input=b"What is the capital of France?\nAnd of Italy?\n/exit\n", capture_output=True)
+                           input=b"What is the capital of France? Answer in one sentence.\nAnd of Italy?\n/exit\n", capture_output=True)
         lines = r.stdout.decode().strip().splitlines()
         check(r.returncode == 0 and len(lines) == 2 and "Paris" in lines[0] and "Rome" in lines[1],
               f"chat: two turns answered in context ({lines})")

@@ -129,7 +129,7 @@ TEST(SmolLM2, ChatAnswersThroughTheTemplate) {
   const fs::path p = fs::path(GGFLOW_ROOT) / "models/smollm2-135m-instruct-q4_1.gguf";
   GGFLOW_REQUIRE_FILE(p, "model not available (see models/*.missing)");
   auto pipe = open_pipeline(p.string());
-  auto r = pipe->chat(nlohmann::ordered_json::array({{{"role", "user"}, {"content", "What is the capital of France?"}}}),
+  auto r = pipe->chat(nlohmann::ordered_json::array({{{"role", "user"}, {"content", "What is the capital of France? Answer in one sentence."}}}),
                       greedy(24));
   ASSERT_TRUE(r.ok()) << r.error().str();
   EXPECT_NE(r->text.find("Paris"), std::string::npos) << r->text;

@@ -1,0 +1,411 @@
+#include "cpu/executor.h"
+
+#include <algorithm>
+#include <cstring>
+#include <thread>
+#include <unordered_map>
+
+#include "cpu/executor_impl.h"
+#include "cpu/kernels/matmul.h"
+#include "ir/attrs.h"
+
+namespace ggflow::cpu {
+
+namespace {
+
+bool is_view_kind(Kind k) {
+  return k == Kind::reshape || k == Kind::squeeze || k == Kind::unsqueeze || k == Kind::transpose ||
+         k == Kind::result || k == Kind::scatter || k == Kind::read_value || k == Kind::fallback;
+}
+
+// The kernel a node gets, from what is known at compile time.
+Kind choose(const ir::Node& n, Step& s) {
+  using ir::OpType;
+  switch (n.type()) {
+    case OpType::Parameter: return Kind::param;
+    case OpType::Constant: return Kind::constant;
+    case OpType::Result: return Kind::result;
+    case OpType::ReadValue: return Kind::read_value;
+    case OpType::Assign: return Kind::assign;
+    case OpType::Reshape: return Kind::reshape;
+    case OpType::Squeeze: return Kind::squeeze;
+    case OpType::Unsqueeze: return Kind::unsqueeze;
+    case OpType::Transpose: return Kind::transpose;
+    case OpType::MatMul: {
+      const auto& a = n.attrs<ir::MatMulAttrs>();
+      const ir::Node& w = *n.input(1).node;
+      if (a.transpose_a || !a.transpose_b || w.type() != OpType::Constant) return Kind::fallback;
+      const ir::Tensor& t = w.attrs<ir::ConstantAttrs>().value;
+      auto g = ir::to_ggml(t.type());
+      if (!g || t.rank() != 2 || !matmul_supports(*g) || n.input(0).type() != ir::ElementType::f32) return Kind::fallback;
+      s.wtype = *g;
+      s.weight = t.bytes();
+      s.N = t.shape()[0];
+      s.K = t.shape()[1];
+      s.w_row_bytes = ir::byte_size(t.type(), s.K);
+      return Kind::matmul;
+    }
+    case OpType::RMSNorm: return Kind::rmsnorm;
+    case OpType::Add:
+    case OpType::Multiply: return Kind::binary;
+    case OpType::Swish:
+    case OpType::Gelu: return Kind::activation;
+    case OpType::RoPE: return Kind::rope;
+    case OpType::Gather: {
+      const auto& a = n.attrs<ir::GatherAttrs>();
+      const ir::Node& tbl = *n.input(0).node;
+      if (a.axis != 0 || a.batch_dims != 0 || tbl.type() != OpType::Constant) return Kind::fallback;
+      const ir::Tensor& t = tbl.attrs<ir::ConstantAttrs>().value;
+      if (t.rank() != 2 || !(ir::is_block(t.type()) || t.type() == ir::ElementType::f32)) return Kind::fallback;
+      return Kind::gather_rows;
+    }
+    case OpType::PagedAttention: return Kind::paged_attention;
+    case OpType::ScaledDotProductAttention: return Kind::sdpa;
+    case OpType::ScatterUpdate: return Kind::scatter;
+    default: return Kind::fallback;
+  }
+}
+
+bool needs_buffer(Kind k) {
+  switch (k) {
+    case Kind::reshape: case Kind::matmul: case Kind::rmsnorm: case Kind::binary: case Kind::activation:
+    case Kind::rope: case Kind::gather_rows: case Kind::paged_attention: case Kind::sdpa: return true;
+    default: return false;
+  }
+}
+
+int64_t normalize(int64_t axis, int64_t rank) { return axis < 0 ? axis + rank : axis; }
+
+}  // namespace
+
+Status Executor::Impl::compile(const ir::Model& m) {
+  model = &m;
+  auto order = m.ordered();
+  if (!order) return order.error();
+  std::unordered_map<const ir::Node*, uint32_t> step_of, param_of;
+  std::unordered_map<std::string, int> var_of;
+  for (size_t i = 0; i < m.parameters().size(); ++i) param_of[m.parameters()[i].get()] = static_cast<uint32_t>(i);
+  uint32_t next_val = 0;
+  for (const ir::NodePtr& np : *order) {
+    const ir::Node& n = *np;
+    if (n.error()) return *n.error();
+    Step s;
+    s.node = &n;
+    s.kind = choose(n, s);
+    for (const ir::Value& v : n.inputs()) s.in.push_back(steps[step_of.at(v.node.get())].out + static_cast<uint32_t>(v.index));
+    s.out = next_val;
+    next_val += static_cast<uint32_t>(std::max<size_t>(1, n.n_outputs()));
+    if (s.kind == Kind::param) {
+      auto it = param_of.find(&n);
+      if (it == param_of.end()) return make_error(n.describe() + " is not a parameter of the model");
+      s.param = static_cast<int>(it->second);
+    }
+    if (n.type() == ir::OpType::ReadValue || n.type() == ir::OpType::Assign) {
+      const std::string& id = n.attrs<ir::VariableAttrs>().id;
+      auto [it, fresh] = var_of.try_emplace(id, static_cast<int>(var_ids.size()));
+      if (fresh) var_ids.push_back(id);
+      s.variable = it->second;
+    }
+    step_of[&n] = static_cast<uint32_t>(steps.size());
+    steps.push_back(std::move(s));
+  }
+  vals.resize(next_val);
+  consumers.assign(next_val, 0);
+  for (const Step& s : steps)
+    for (uint32_t v : s.in) ++consumers[v];
+  for (Step& s : steps) {
+    if (s.kind == Kind::constant) {  // constants are values once and for all
+      const ir::Tensor& t = s.node->attrs<ir::ConstantAttrs>().value;
+      if (t.rank() > static_cast<size_t>(exec::kMaxRank)) s.kind = Kind::fallback;
+      else vals[s.out] = exec::view_of(t);
+    }
+  }
+  for (const ir::NodePtr& r : m.results()) result_vals.push_back(steps[step_of.at(r.get())].out);
+
+  // Memory plan: the last step that may read each value's bytes, through any chain of views.
+  std::vector<uint32_t> last(next_val, 0), producer(next_val, 0);
+  for (uint32_t i = 0; i < steps.size(); ++i) {
+    for (uint32_t v : steps[i].in) last[v] = std::max(last[v], i);
+    for (size_t o = 0; o < std::max<size_t>(1, steps[i].node->n_outputs()); ++o) producer[steps[i].out + o] = i;
+  }
+  for (uint32_t v : result_vals) last[v] = static_cast<uint32_t>(steps.size());  // results outlive the run
+  for (int64_t i = static_cast<int64_t>(steps.size()) - 1; i >= 0; --i) {
+    const Step& s = steps[i];
+    if (!is_view_kind(s.kind)) continue;
+    uint32_t out_last = 0;
+    for (size_t o = 0; o < std::max<size_t>(1, s.node->n_outputs()); ++o) out_last = std::max(out_last, last[s.out + o]);
+    for (uint32_t v : s.in) last[v] = std::max(last[v], out_last);
+  }
+  // Buffers by liveness: a step takes a free buffer; it is freed after the last reader.
+  std::vector<int> free_list;
+  std::vector<std::vector<int>> release(steps.size() + 1);
+  int n_buffers = 0;
+  for (uint32_t i = 0; i < steps.size(); ++i) {
+    for (int b : release[i]) free_list.push_back(b);
+    Step& s = steps[i];
+    if (!needs_buffer(s.kind)) continue;
+    if (free_list.empty()) free_list.push_back(n_buffers++);
+    s.buf = free_list.back();
+    free_list.pop_back();
+    const uint32_t end = std::max(last[s.out], i);
+    if (end < steps.size()) release[end + 1 <= steps.size() ? end + 1 : steps.size()].push_back(s.buf);
+  }
+  buffers.resize(static_cast<size_t>(n_buffers));
+  return {};
+}
+
+Val& Executor::Impl::alloc_out(const Step& s, std::span<const int64_t> shape, ir::ElementType type) {
+  Val& v = vals[s.out];
+  v.type = type;
+  v.rank = static_cast<int>(shape.size());
+  for (int i = 0; i < v.rank; ++i) v.shape[i] = shape[i];
+  v.set_contiguous();
+  v.hold = {};
+  v.writable = false;
+  v.buf = s.buf;
+  v.data = buffers[s.buf].ensure(std::max<size_t>(1, ir::byte_size(type, v.numel())));
+  return v;
+}
+
+const Val& Executor::Impl::dense(const Val& v, Buffer& b, Val& tmp) {
+  if (v.contiguous()) return v;
+  tmp = v;
+  tmp.hold = {};
+  tmp.buf = -1;
+  tmp.set_contiguous();
+  const size_t es = ir::scalar_size(v.type);
+  tmp.data = b.ensure(static_cast<size_t>(v.numel()) * es);
+  exec::copy_strided(v, tmp.data, es);
+  return tmp;
+}
+
+Status Executor::Impl::reshape(Step& s) {
+  const Val& x = in(s, 0);
+  const Val& sv = in(s, 1);
+  if (!ir::is_integer(sv.type) || sv.rank != 1 || !sv.contiguous() || sv.shape[0] > exec::kMaxRank)
+    return make_error(s.node->describe() + ": the target shape must be an integer vector of rank <= 8");
+  int64_t target[exec::kMaxRank];
+  const int r = static_cast<int>(sv.shape[0]);
+  const bool special_zero = s.node->attrs<ir::ReshapeAttrs>().special_zero;
+  int64_t known = 1, infer = -1;
+  for (int i = 0; i < r; ++i) {
+    int64_t d = ir::load_i64(sv.type, sv.data + i * ir::scalar_size(sv.type));
+    if (d == 0 && special_zero) d = i < x.rank ? x.shape[i] : 0;
+    if (d == -1) {
+      if (infer >= 0) return make_error(s.node->describe() + ": two -1 in the target shape");
+      infer = i;
+      d = 1;
+    } else if (d < 0) {
+      return make_error(s.node->describe() + ": negative dim " + std::to_string(d) + " in the target shape");
+    }
+    target[i] = d;
+    known *= d;
+  }
+  if (infer >= 0) target[infer] = known ? x.numel() / known : 0, known *= target[infer];
+  if (known != x.numel())
+    return make_error(s.node->describe() + ": cannot reshape " + std::to_string(x.numel()) + " elements to " +
+                      std::to_string(known));
+  Val& o = out(s);
+  if (x.contiguous()) {
+    uint8_t* data = x.data;
+    ir::Tensor hold = x.hold;
+    const int buf = x.buf;
+    const bool w = x.writable;
+    o.type = x.type;
+    o.rank = r;
+    for (int i = 0; i < r; ++i) o.shape[i] = target[i];
+    o.set_contiguous();
+    o.data = data, o.hold = std::move(hold), o.buf = buf, o.writable = w;
+    return {};
+  }
+  Val& y = alloc_out(s, std::span<const int64_t>(target, static_cast<size_t>(r)), x.type);
+  Val src = x;
+  exec::copy_strided(src, y.data, ir::scalar_size(x.type));
+  return {};
+}
+
+Status Executor::Impl::exec(Step& s, std::span<const ir::Tensor> params, std::vector<ir::Tensor>* state,
+                            std::span<const uint8_t> writable) {
+  const ir::Node& n = *s.node;
+  bool done = true;
+  Status st;
+  switch (s.kind) {
+    case Kind::constant: return {};
+    case Kind::param: {
+      const ir::Tensor& t = params[s.param];
+      if (t.type() != n.out_type())
+        return make_error(n.describe() + ": value is " + std::string(ir::to_string(t.type())) + ", the parameter is " +
+                          std::string(ir::to_string(n.out_type())));
+      if (t.rank() > static_cast<size_t>(exec::kMaxRank)) return make_error(n.describe() + ": rank above 8");
+      Val& v = out(s);
+      v = exec::view_of(t);
+      v.writable = !writable.empty() && writable[s.param] && t.writable();
+      return {};
+    }
+    case Kind::result: {
+      Val v = in(s, 0);
+      out(s) = std::move(v);
+      return {};
+    }
+    case Kind::read_value: {
+      if (state && !(*state)[s.variable].empty_handle()) {
+        out(s) = exec::view_of((*state)[s.variable]);
+      } else if (!s.in.empty()) {
+        Val v = in(s, 0);
+        out(s) = std::move(v);
+      } else {
+        return make_error(n.describe() + ": variable '" + var_ids[s.variable] + "' has no value and no init input",
+                          "set it in the state or give the ReadValue an init input");
+      }
+      return {};
+    }
+    case Kind::assign: {
+      auto t = exec::to_tensor(in(s, 0), buffers);
+      if (!t) return t.error();
+      bool pooled = false;  // state outlives the run: never a view of a pool buffer
+      for (const Buffer& b : buffers) pooled = pooled || (b.owner && t->owner() == b.owner);
+      pending.emplace_back(s.variable, pooled ? t->clone() : *t);
+      return {};
+    }
+    case Kind::reshape: return reshape(s);
+    case Kind::squeeze:
+    case Kind::unsqueeze: {
+      const Val& x = in(s, 0);
+      Val y = x;
+      const auto& axes = n.attrs<ir::AxesAttrs>().axes;
+      if (s.kind == Kind::squeeze) {
+        bool drop[exec::kMaxRank] = {};
+        for (int64_t a : axes) {
+          const int64_t i = normalize(a, x.rank);
+          if (i < 0 || i >= x.rank || x.shape[i] != 1) return make_error(n.describe() + ": cannot squeeze axis " + std::to_string(a));
+          drop[i] = true;
+        }
+        y.rank = 0;
+        for (int i = 0; i < x.rank; ++i)
+          if (!(axes.empty() ? x.shape[i] == 1 : drop[i])) y.shape[y.rank] = x.shape[i], y.stride[y.rank++] = x.stride[i];
+      } else {
+        const int r = x.rank + static_cast<int>(axes.size());
+        if (r > exec::kMaxRank) return make_error(n.describe() + ": rank above 8");
+        bool ins[exec::kMaxRank] = {};
+        for (int64_t a : axes) {
+          const int64_t i = normalize(a, r);
+          if (i < 0 || i >= r || ins[i]) return make_error(n.describe() + ": bad unsqueeze axis " + std::to_string(a));
+          ins[i] = true;
+        }
+        y.rank = r;
+        for (int i = 0, j = 0; i < r; ++i) {
+          if (ins[i]) y.shape[i] = 1, y.stride[i] = 1;
+          else y.shape[i] = x.shape[j], y.stride[i] = x.stride[j], ++j;
+        }
+      }
+      out(s) = std::move(y);
+      return {};
+    }
+    case Kind::transpose: {
+      const Val& x = in(s, 0);
+      Val y = x;
+      auto perm = n.attrs<ir::TransposeAttrs>().perm;
+      if (perm.empty())
+        for (int i = x.rank - 1; i >= 0; --i) perm.push_back(i);
+      if (static_cast<int>(perm.size()) != x.rank) return make_error(n.describe() + ": perm does not match the rank");
+      for (int i = 0; i < x.rank; ++i) {
+        const int64_t p = perm[i];
+        if (p < 0 || p >= x.rank) return make_error(n.describe() + ": perm out of range");
+        y.shape[i] = x.shape[p], y.stride[i] = x.stride[p];
+      }
+      out(s) = std::move(y);
+      return {};
+    }
+    case Kind::matmul: st = matmul(s, &done); break;
+    case Kind::rmsnorm: st = rmsnorm(s, &done); break;
+    case Kind::binary: st = binary(s, &done); break;
+    case Kind::activation: st = activation(s, &done); break;
+    case Kind::rope: st = rope(s, &done); break;
+    case Kind::gather_rows: st = gather_rows(s, &done); break;
+    case Kind::paged_attention: st = paged_attention(s, &done); break;
+    case Kind::sdpa: st = sdpa(s, &done); break;
+    case Kind::scatter: st = scatter(s, &done); break;
+    case Kind::fallback: done = false; break;
+  }
+  if (!st) return st;
+  if (!done) return fallback(s);
+  return {};
+}
+
+Status Executor::Impl::fallback(Step& s) {
+  const ir::Node& n = *s.node;
+  std::vector<ir::Tensor> args;
+  args.reserve(s.in.size());
+  for (size_t i = 0; i < s.in.size(); ++i) {
+    auto t = exec::to_tensor(in(s, i), buffers);
+    if (!t) return make_error(n.describe() + ": " + t.error().what, t.error().hint);
+    args.push_back(std::move(*t));
+  }
+  for (const ir::OutputAlias& a : ir::op_aliases(n.type()))  // the reference kernel writes these: a private copy
+    args[a.input] = args[a.input].clone();
+  auto r = ir::op_def(n.type()).eval(n, args);
+  if (!r) return r.error();
+  if (r->size() != n.n_outputs())
+    return make_error(n.describe() + ": kernel made " + std::to_string(r->size()) + " outputs, the node has " +
+                      std::to_string(n.n_outputs()));
+  for (size_t o = 0; o < r->size(); ++o) {
+    if ((*r)[o].rank() > static_cast<size_t>(exec::kMaxRank)) return make_error(n.describe() + ": rank above 8");
+    vals[s.out + o] = exec::view_of((*r)[o]);
+  }
+  ++fallbacks;
+  ++fallback_ops[std::string(n.type_name())];
+  return {};
+}
+
+Result<std::vector<ir::Tensor>> Executor::Impl::run(std::span<const ir::Tensor> params, std::vector<ir::Tensor>* state,
+                                                    std::span<const uint8_t> writable) {
+  if (params.size() != model->parameters().size())
+    return make_error("run: got " + std::to_string(params.size()) + " parameter values, the model has " +
+                      std::to_string(model->parameters().size()));
+  if (state && state->size() != var_ids.size()) state->resize(var_ids.size());
+  fallbacks = 0;
+  fallback_ops.clear();
+  pending.clear();
+  for (Step& s : steps)
+    if (auto st = exec(s, params, state, writable); !st) return st.error();
+  std::vector<ir::Tensor> results;
+  results.reserve(result_vals.size());
+  for (uint32_t v : result_vals) {
+    auto t = exec::to_tensor(vals[v], buffers);
+    if (!t) return t.error();
+    results.push_back(std::move(*t));
+  }
+  if (state)
+    for (auto& [var, t] : pending) (*state)[var] = std::move(t);
+  return results;
+}
+
+Executor::Executor(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Executor::~Executor() = default;
+
+Result<std::unique_ptr<Executor>> Executor::create(const ir::Model& model, const ExecutorOptions& options) {
+  auto isa = isa_from_env();
+  if (!isa) return isa.error();
+  auto impl = std::make_unique<Impl>();
+  impl->isa = *isa;
+  int threads = options.threads > 0 ? options.threads : static_cast<int>(std::thread::hardware_concurrency());
+  impl->pool = std::make_unique<ThreadPool>(std::max(1, threads));
+  if (auto s = impl->compile(model); !s) return s.error();
+  return std::unique_ptr<Executor>(new Executor(std::move(impl)));
+}
+
+Result<std::vector<ir::Tensor>> Executor::run(std::span<const ir::Tensor> parameters, std::vector<ir::Tensor>* state,
+                                              std::span<const uint8_t> writable) {
+  return impl_->run(parameters, state, writable);
+}
+const std::vector<std::string>& Executor::variable_ids() const { return impl_->var_ids; }
+Isa Executor::isa() const { return impl_->isa; }
+int Executor::threads() const { return impl_->pool->size(); }
+int64_t Executor::fallbacks() const { return impl_->fallbacks; }
+std::string Executor::fallback_summary() const {
+  std::string s;
+  for (const auto& [op, n] : impl_->fallback_ops) s += (s.empty() ? "" : ", ") + op + " x" + std::to_string(n);
+  return s.empty() ? "none" : s;
+}
+
+}  // namespace ggflow::cpu

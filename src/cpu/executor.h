@@ -1,0 +1,61 @@
+// The CPU executor: an IR model compiled once into a plan of steps, each bound to a kernel.
+//
+// Plan (compile): the topological order; every node input resolved to a value slot; per node a
+// kernel chosen by (op, element types, constant operands): the SIMD kernels of cpu/kernels (their
+// ISA picked once: GGFLOW_ISA or the CPU's best), views for Reshape/Squeeze/Unsqueeze/Transpose
+// (strides, no copy), in-place writes for the caches (ScatterUpdate's destination,
+// PagedAttention's key/value caches), and the IR reference kernel as the fallback for anything
+// else (counted: fallbacks()). Memory: each computed value takes a buffer from a pool assigned by
+// liveness at compile time (a buffer is reused once every value that may view it is dead); the
+// buffers grow to the largest step seen and are then reused, so after warm-up the native path
+// allocates nothing. Weights are read in place from the file's mapping.
+//
+// Numerics: the kernels' scalar twins define the bits (cpu/kernels/*.h); every kernel computes
+// each output element on one thread in a fixed order and splits work only over outputs, so
+// results do not depend on the thread count, the batch or the layout.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+#include "cpu/isa.h"
+#include "ir/model.h"
+#include "ir/tensor.h"
+
+namespace ggflow::cpu {
+
+struct ExecutorOptions {
+  int threads = 0;  // 0: the machine's cores
+};
+
+class Executor {
+ public:
+  ~Executor();
+  // The model must outlive the executor. Errors: a cycle, a failed shape inference, GGFLOW_ISA.
+  static Result<std::unique_ptr<Executor>> create(const ir::Model& model, const ExecutorOptions& options = {});
+
+  // As ir::Evaluator::run: `parameters` in model order; `state` one tensor per variable
+  // (variable_ids()); `writable` flags the parameters whose buffers the caller lets the model
+  // update in place (its caches). The returned tensors stay valid until the next run.
+  Result<std::vector<ir::Tensor>> run(std::span<const ir::Tensor> parameters, std::vector<ir::Tensor>* state,
+                                      std::span<const uint8_t> writable);
+  const std::vector<std::string>& variable_ids() const;
+
+  Isa isa() const;
+  int threads() const;
+  // Nodes that ran on the IR reference kernel in the last run, and by op ("Slice x60, ...").
+  int64_t fallbacks() const;
+  std::string fallback_summary() const;
+
+  struct Impl;
+
+ private:
+  explicit Executor(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ggflow::cpu

@@ -1,0 +1,88 @@
+// The executor's plan and state, shared by executor.cpp (compile, run loop, views, fallback) and
+// executor_ops.cpp (the native kernels). Not part of the executor's interface.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "cpu/executor.h"
+#include "cpu/executor_values.h"
+#include "cpu/thread_pool.h"
+#include "gguf/types.h"
+#include "ir/node.h"
+#include "ir/op_registry.h"
+
+namespace ggflow::cpu {
+
+using exec::Buffer;
+using exec::Val;
+
+// How a step runs.
+enum class Kind {
+  param, constant, result, read_value, assign,             // bookkeeping
+  reshape, squeeze, unsqueeze, transpose,                   // views (reshape copies a strided input)
+  matmul, rmsnorm, binary, activation, rope, gather_rows,   // native kernels
+  paged_attention, sdpa, scatter,                           // attention and in-place cache writes
+  fallback,                                                 // the IR reference kernel
+};
+
+struct Step {
+  const ir::Node* node = nullptr;
+  Kind kind = Kind::fallback;
+  std::vector<uint32_t> in;  // value ids
+  uint32_t out = 0;          // value id of output 0 (outputs are consecutive)
+  int param = -1, variable = -1;
+  int buf = -1;              // pool buffer for output 0 (-1: none)
+  // matmul: the weight, read in place
+  gguf::GgmlType wtype = gguf::GgmlType::F32;
+  const uint8_t* weight = nullptr;
+  size_t w_row_bytes = 0;
+  int64_t N = 0, K = 0;
+};
+
+struct Executor::Impl {
+  const ir::Model* model = nullptr;
+  Isa isa = Isa::scalar;
+  std::unique_ptr<ThreadPool> pool;
+  std::vector<Step> steps;
+  std::vector<Val> vals;
+  std::vector<uint32_t> consumers;    // per value: how many step inputs read it
+  std::vector<uint32_t> result_vals;  // per model result: its value
+  std::vector<std::string> var_ids;
+  std::vector<Buffer> buffers;
+  std::vector<std::pair<int, ir::Tensor>> pending;  // Assign writes, committed at the end
+  // scratch, grown as needed and kept
+  Buffer qbuf, scratch, ibuf, kvbuf, attn_scratch;
+  int64_t fallbacks = 0;
+  std::map<std::string, int64_t> fallback_ops;
+
+  Status compile(const ir::Model& m);
+  Result<std::vector<ir::Tensor>> run(std::span<const ir::Tensor> params, std::vector<ir::Tensor>* state,
+                                      std::span<const uint8_t> writable);
+  Status exec(Step& s, std::span<const ir::Tensor> params, std::vector<ir::Tensor>* state,
+              std::span<const uint8_t> writable);
+  Status fallback(Step& s);
+
+  // Native kernels (executor_ops.cpp). Each returns false in `*done` when the inputs at hand are
+  // outside what it handles; the step then runs on the reference kernel.
+  Status matmul(Step& s, bool* done);
+  Status rmsnorm(Step& s, bool* done);
+  Status binary(Step& s, bool* done);
+  Status activation(Step& s, bool* done);
+  Status rope(Step& s, bool* done);
+  Status gather_rows(Step& s, bool* done);
+  Status paged_attention(Step& s, bool* done);
+  Status sdpa(Step& s, bool* done);
+  Status scatter(Step& s, bool* done);
+  Status reshape(Step& s);
+
+  Val& in(const Step& s, size_t i) { return vals[s.in[i]]; }
+  Val& out(const Step& s, size_t i = 0) { return vals[s.out + i]; }
+  // Output 0 as a dense f32 (or `type`) value of `shape` in the step's buffer.
+  Val& alloc_out(const Step& s, std::span<const int64_t> shape, ir::ElementType type = ir::ElementType::f32);
+  // A dense version of `v` (itself when already dense, else a copy in scratch buffer `b`).
+  const Val& dense(const Val& v, Buffer& b, Val& tmp);
+};
+
+}  // namespace ggflow::cpu

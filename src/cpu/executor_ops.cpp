@@ -1,0 +1,445 @@
+// The executor's native kernels: each binds one IR op to the SIMD kernels of cpu/kernels when the
+// inputs at hand fit (dense f32 activations, constant weights, ...), and otherwise says so
+// (*done = false) so the step runs on the reference kernel. Work is split over outputs only.
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "cpu/executor_impl.h"
+#include "cpu/kernels/act.h"
+#include "cpu/kernels/attention.h"
+#include "cpu/kernels/elementwise.h"
+#include "cpu/kernels/get_rows.h"
+#include "cpu/kernels/matmul.h"
+#include "cpu/kernels/norm.h"
+#include "cpu/kernels/quant_act.h"
+#include "cpu/kernels/rope.h"
+#include "ir/attrs.h"
+
+namespace ggflow::cpu {
+
+namespace {
+using ir::ElementType;
+
+// Integer values (i32/i64, dense) into int32s, checked to fit.
+Status to_i32(const Val& v, int32_t* dst, const ir::Node& n) {
+  if (!ir::is_integer(v.type) || !v.contiguous()) return make_error(n.describe() + ": expected a dense integer input");
+  const size_t es = ir::scalar_size(v.type);
+  for (int64_t i = 0, e = v.numel(); i < e; ++i) {
+    const int64_t x = ir::load_i64(v.type, v.data + i * es);
+    if (x < std::numeric_limits<int32_t>::min() || x > std::numeric_limits<int32_t>::max())
+      return make_error(n.describe() + ": index " + std::to_string(x) + " does not fit 32 bits");
+    dst[i] = static_cast<int32_t>(x);
+  }
+  return {};
+}
+
+float scalar_f32(const Val& v) { return ir::load_f32(v.type, v.data); }
+int64_t scalar_i64(const Val& v) { return ir::load_i64(v.type, v.data); }
+
+// The first error of a parallel kernel.
+struct FirstError {
+  std::atomic<bool> set{false};
+  Status status;
+  void note(Status s) {
+    if (!s && !set.exchange(true)) status = std::move(s);
+  }
+};
+}  // namespace
+
+Status Executor::Impl::matmul(Step& s, bool* done) {
+  const Val& a0 = in(s, 0);
+  if (a0.type != ElementType::f32 || a0.rank < 1 || a0.dim(-1) != s.K) return *done = false, Status{};
+  Val tmp;
+  const Val& a = dense(a0, scratch, tmp);
+  const int64_t K = s.K, N = s.N, T = a.numel() / K;
+  int64_t shape[exec::kMaxRank];
+  for (int i = 0; i + 1 < a.rank; ++i) shape[i] = a.shape[i];
+  shape[a.rank - 1] = N;
+  const float* x = a.as<const float>();
+  Val& y = alloc_out(s, std::span<const int64_t>(shape, static_cast<size_t>(a.rank)));
+  const void* X = x;
+  size_t xrb = static_cast<size_t>(K) * sizeof(float);
+  if (act_format(s.wtype) != ActFormat::f32) {  // activations quantized per token, once
+    xrb = quant_act_row_bytes(s.wtype, K);
+    uint8_t* q = qbuf.ensure(std::max<size_t>(1, static_cast<size_t>(T) * xrb));
+    FirstError err;
+    auto quant = [&](int64_t b, int64_t e, int) { err.note(quantize_act_rows(isa, s.wtype, x + b * K, K, e - b, K, q + b * xrb, xrb)); };
+    if (T >= 16) pool->parallel_for(T, 4, quant);
+    else quant(0, T, 0);
+    if (err.set) return make_error(s.node->describe() + ": " + err.status.error().what);
+    X = q;
+  }
+  float* C = y.as<float>();
+  if (auto st = cpu::matmul(isa, s.wtype, s.weight, s.w_row_bytes, K, X, xrb, T, C, N, 0, 0); !st)
+    return make_error(s.node->describe() + ": " + st.error().what, st.error().hint);
+  pool->parallel_for(N, 16, [&](int64_t b, int64_t e, int) {
+    (void)cpu::matmul(isa, s.wtype, s.weight, s.w_row_bytes, K, X, xrb, T, C, N, b, e);  // validated above
+  });
+  return {};
+}
+
+Status Executor::Impl::rmsnorm(Step& s, bool* done) {
+  const Val& x0 = in(s, 0);
+  if (x0.type != ElementType::f32 || x0.rank < 1) return *done = false, Status{};
+  const float* gamma = nullptr;
+  const int64_t H = x0.dim(-1);
+  if (s.in.size() == 2) {
+    const Val& g = in(s, 1);
+    if (g.type != ElementType::f32 || !g.contiguous() || g.numel() != H) return *done = false, Status{};
+    gamma = g.as<const float>();
+  }
+  Val tmp;
+  const Val& x = dense(x0, scratch, tmp);
+  const float eps = s.node->attrs<ir::RMSNormAttrs>().eps;
+  const int64_t rows = H ? x.numel() / H : 0;
+  const float* xp = x.as<const float>();
+  Val& y = alloc_out(s, std::span<const int64_t>(x.shape, static_cast<size_t>(x.rank)));
+  float* yp = y.as<float>();
+  pool->parallel_for(rows, 4, [&](int64_t b, int64_t e, int) { cpu::rmsnorm(isa, xp, H, gamma, eps, yp, H, H, b, e); });
+  return {};
+}
+
+Status Executor::Impl::binary(Step& s, bool* done) {
+  const Val* a = &in(s, 0);
+  const Val* b = &in(s, 1);
+  if (a->type != ElementType::f32 || b->type != ElementType::f32 || !a->contiguous() || !b->contiguous())
+    return *done = false, Status{};
+  const Binary op = s.node->type() == ir::OpType::Add ? Binary::add : Binary::mul;
+  auto same_shape = [](const Val& p, const Val& q) {
+    if (p.rank != q.rank) return false;
+    for (int i = 0; i < p.rank; ++i)
+      if (p.shape[i] != q.shape[i]) return false;
+    return true;
+  };
+  // b is one row [.., H] broadcast over a's rows: every dim of b but the last is 1, rank <= a's.
+  auto row_of = [](const Val& p, const Val& q) {
+    if (q.rank > p.rank || q.rank == 0 || p.rank == 0 || q.dim(-1) != p.dim(-1)) return false;
+    for (int i = 0; i + 1 < q.rank; ++i)
+      if (q.shape[i] != 1) return false;
+    return true;
+  };
+  int64_t n = 0, bs = 0;
+  if (same_shape(*a, *b)) {
+    n = a->rank ? a->dim(-1) : 1;
+    bs = n;
+  } else if (row_of(*a, *b)) {
+    n = a->dim(-1);
+  } else if (row_of(*b, *a)) {  // add and mul commute exactly
+    std::swap(a, b);
+    n = a->dim(-1);
+  } else {
+    return *done = false, Status{};
+  }
+  const int64_t rows = n ? a->numel() / n : 0;
+  const float* ap = a->as<const float>();
+  const float* bp = b->as<const float>();
+  Val& y = alloc_out(s, std::span<const int64_t>(a->shape, static_cast<size_t>(a->rank)));
+  float* yp = y.as<float>();
+  pool->parallel_for(rows, 4, [&](int64_t r0, int64_t r1, int) { cpu::binary(isa, op, ap, n, bp, bs, yp, n, n, r0, r1); });
+  return {};
+}
+
+Status Executor::Impl::activation(Step& s, bool* done) {
+  const Val& x0 = in(s, 0);
+  if (x0.type != ElementType::f32 || x0.rank < 1) return *done = false, Status{};
+  Act act = Act::silu;
+  if (s.node->type() == ir::OpType::Gelu)
+    act = s.node->attrs<ir::GeluAttrs>().mode == ir::GeluMode::erf ? Act::gelu_erf : Act::gelu_tanh;
+  Val tmp;
+  const Val& x = dense(x0, scratch, tmp);
+  const int64_t n = x.dim(-1), rows = n ? x.numel() / n : 0;
+  const float* xp = x.as<const float>();
+  Val& y = alloc_out(s, std::span<const int64_t>(x.shape, static_cast<size_t>(x.rank)));
+  float* yp = y.as<float>();
+  pool->parallel_for(rows, 4, [&](int64_t b, int64_t e, int) { cpu::activation(isa, act, xp, n, yp, n, n, b, e); });
+  return {};
+}
+
+Status Executor::Impl::rope(Step& s, bool* done) {
+  const Val& x0 = in(s, 0);
+  const Val& p = in(s, 1);
+  if (x0.type != ElementType::f32 || x0.rank < 3 || !ir::is_integer(p.type) || !p.contiguous())
+    return *done = false, Status{};
+  const auto& a = s.node->attrs<ir::RopeAttrs>();
+  const int64_t H = x0.dim(-2), S = x0.dim(-1), T = H * S ? x0.numel() / (H * S) : 0;
+  if (p.numel() != T) return *done = false, Status{};  // positions broadcast: the reference kernel
+  RopeParams rp;
+  rp.n_dims = a.n_dims;
+  rp.mode = a.mode == ir::RopeMode::neox ? RopeMode::neox : RopeMode::normal;
+  rp.freq_base = a.freq_base;
+  rp.freq_scale = a.freq_scale;
+  rp.attn_factor = a.attn_factor;
+  if (s.in.size() == 3) {
+    const Val& ff = in(s, 2);
+    if (ff.type != ElementType::f32 || !ff.contiguous() || ff.numel() < rope_dims(rp, S) / 2) return *done = false, Status{};
+    rp.freq_factors = ff.as<const float>();
+  }
+  if (auto st = rope_check(rp, S); !st) return make_error(s.node->describe() + ": " + st.error().what);
+  int32_t* pos = reinterpret_cast<int32_t*>(ibuf.ensure(static_cast<size_t>(std::max<int64_t>(T, 1)) * 4));
+  if (auto st = to_i32(p, pos, *s.node); !st) return st;
+  Val tmp;
+  const Val& x = dense(x0, scratch, tmp);
+  const float* xp = x.as<const float>();
+  Val& y = alloc_out(s, std::span<const int64_t>(x.shape, static_cast<size_t>(x.rank)));
+  float* yp = y.as<float>();
+  FirstError err;
+  pool->parallel_for(T, 1, [&](int64_t b, int64_t e, int) { err.note(cpu::rope(isa, rp, xp, H * S, yp, H * S, pos, H, S, b, e)); });
+  if (err.set) return make_error(s.node->describe() + ": " + err.status.error().what);
+  return {};
+}
+
+Status Executor::Impl::gather_rows(Step& s, bool* done) {
+  const Val& tbl = in(s, 0);
+  const Val& idx = in(s, 1);
+  if (!idx.contiguous() || !ir::is_integer(idx.type) || idx.rank + 1 > exec::kMaxRank) return *done = false, Status{};
+  auto g = ir::to_ggml(tbl.type);
+  if (!g) return *done = false, Status{};
+  RowTable t;
+  t.type = *g;
+  t.data = tbl.data;
+  t.n_rows = tbl.shape[0];
+  t.row_elems = tbl.shape[1];
+  t.bytes = ir::byte_size(tbl.type, tbl.numel());
+  const int64_t R = idx.numel();
+  int32_t* ix = reinterpret_cast<int32_t*>(ibuf.ensure(static_cast<size_t>(std::max<int64_t>(R, 1)) * 4));
+  if (auto st = to_i32(idx, ix, *s.node); !st) return st;
+  int64_t shape[exec::kMaxRank];
+  for (int i = 0; i < idx.rank; ++i) shape[i] = idx.shape[i];
+  shape[idx.rank] = t.row_elems;
+  Val& y = alloc_out(s, std::span<const int64_t>(shape, static_cast<size_t>(idx.rank + 1)));
+  if (auto st = get_rows(isa, t, ix, y.as<float>(), t.row_elems, 0, R); !st)
+    return make_error(s.node->describe() + ": " + st.error().what, "check the token ids against the vocabulary size");
+  return {};
+}
+
+Status Executor::Impl::scatter(Step& s, bool* done) {
+  const Val& d = in(s, 0);
+  const Val& idx = in(s, 1);
+  const Val& u = in(s, 2);
+  // In place only into a cache the caller owns and nobody else reads.
+  if (!d.writable || consumers[s.in[0]] != 1 || !d.contiguous() || !u.contiguous() || u.type != d.type ||
+      ir::is_block(d.type) || !idx.contiguous() || !ir::is_integer(idx.type))
+    return *done = false, Status{};
+  const int64_t axis = s.node->attrs<ir::AxisAttrs>().axis < 0 ? s.node->attrs<ir::AxisAttrs>().axis + d.rank
+                                                               : s.node->attrs<ir::AxisAttrs>().axis;
+  if (axis < 0 || axis >= d.rank) return make_error(s.node->describe() + ": axis out of range");
+  int64_t P = 1, S = 1;
+  for (int i = 0; i < axis; ++i) P *= d.shape[i];
+  for (int i = static_cast<int>(axis) + 1; i < d.rank; ++i) S *= d.shape[i];
+  const int64_t N = d.shape[axis], I = idx.numel();
+  if (u.numel() != P * I * S) return make_error(s.node->describe() + ": updates do not match the indices");
+  const size_t es = ir::scalar_size(d.type), is = ir::scalar_size(idx.type);
+  for (int64_t i = 0; i < I; ++i) {
+    const int64_t k = ir::load_i64(idx.type, idx.data + i * is);
+    if (k < -N || k >= N) return make_error(s.node->describe() + ": index " + std::to_string(k) + " out of range [0, " + std::to_string(N) + ")");
+  }
+  for (int64_t p = 0; p < P; ++p)
+    for (int64_t i = 0; i < I; ++i) {
+      int64_t k = ir::load_i64(idx.type, idx.data + i * is);
+      if (k < 0) k += N;
+      std::memcpy(d.data + ((p * N + k) * S) * es, u.data + ((p * I + i) * S) * es, static_cast<size_t>(S) * es);
+    }
+  Val v = d;
+  out(s) = std::move(v);
+  return {};
+}
+
+Status Executor::Impl::paged_attention(Step& s, bool* done) {
+  const Val &q0 = in(s, 0), &k0 = in(s, 1), &v0 = in(s, 2), &kc = in(s, 3), &vc = in(s, 4);
+  const ir::Node& n = *s.node;
+  if (!kc.writable || !vc.writable || consumers[s.in[3]] != 1 || consumers[s.in[4]] != 1 || kc.type != ElementType::f32 ||
+      vc.type != ElementType::f32 || q0.type != ElementType::f32 || k0.type != ElementType::f32 ||
+      v0.type != ElementType::f32 || kc.rank != 4 || vc.rank != 4 || q0.rank != 2 || kc.shape[2] != kKvBlock ||
+      in(s, 12).numel() != 0 || !kc.contiguous() || !vc.contiguous())
+    return *done = false, Status{};
+  const int64_t T = q0.shape[0], NB = kc.shape[0], Hk = kc.shape[1], S = kc.shape[3], Sv = vc.shape[3];
+  if (S == 0 || q0.shape[1] % S != 0 || Hk == 0 || (q0.shape[1] / S) % Hk != 0 || vc.shape[0] != NB || vc.shape[1] != Hk)
+    return make_error(n.describe() + ": q does not fit the caches", "see DESIGN.md section 4");
+  const int64_t Hq = q0.shape[1] / S;
+  if (k0.numel() != T * Hk * S || v0.numel() != T * Hk * Sv)
+    return make_error(n.describe() + ": k or v do not fit q and the caches");
+  const Val &past_v = in(s, 5), &sb_v = in(s, 6), &bi_v = in(s, 7), &bib_v = in(s, 8);
+  const int64_t B = past_v.numel(), nbi = bi_v.numel();
+  if (sb_v.numel() != B + 1 || bib_v.numel() != B + 1)
+    return make_error(n.describe() + ": subsequence_begins / block_indices_begins must have B+1 = " + std::to_string(B + 1) + " entries");
+  // int32 scratch: past [B], sb [B+1], bi [nbi], bib [B+1], positions [T], seq [T]
+  int32_t* ints = reinterpret_cast<int32_t*>(ibuf.ensure(static_cast<size_t>(3 * B + 2 + nbi + 2 * T + 1) * 4));
+  int32_t *past = ints, *sb = past + B, *bi = sb + B + 1, *bib = bi + nbi, *pos = bib + B + 1, *seq = pos + T;
+  for (auto [v, dst] : {std::pair{&past_v, past}, {&sb_v, sb}, {&bi_v, bi}, {&bib_v, bib}})
+    if (auto st = to_i32(*v, dst, n); !st) return st;
+  if (sb[0] != 0 || sb[B] != T || bib[0] != 0)
+    return make_error(n.describe() + ": subsequence_begins must run from 0 to T = " + std::to_string(T),
+                      "they are prefix sums of the new tokens and of the block tables");
+  const int64_t max_ctx = scalar_i64(in(s, 9)), window = scalar_i64(in(s, 11));
+  float scale = scalar_f32(in(s, 10));
+  if (scale == 0.0f) scale = 1.0f / std::sqrt(static_cast<float>(S));
+  int64_t max_keys = 0;
+  for (int64_t b = 0; b < B; ++b) {
+    if (sb[b + 1] < sb[b] || bib[b + 1] < bib[b] || bib[b + 1] > nbi)
+      return make_error(n.describe() + ": sequence " + std::to_string(b) + ": begins are not increasing prefix sums");
+    const int64_t len = static_cast<int64_t>(past[b]) + sb[b + 1] - sb[b];
+    if (past[b] < 0 || len > static_cast<int64_t>(bib[b + 1] - bib[b]) * kKvBlock)
+      return make_error(n.describe() + ": sequence " + std::to_string(b) + " needs " + std::to_string(len) +
+                            " rows but its block table has " + std::to_string(bib[b + 1] - bib[b]) + " blocks of 32",
+                        "allocate ceil((past + new) / block_size) blocks per sequence");
+    if (len > max_ctx)
+      return make_error(n.describe() + ": sequence " + std::to_string(b) + " has " + std::to_string(len) +
+                        " rows, more than max_context_len " + std::to_string(max_ctx));
+    for (int64_t t = sb[b]; t < sb[b + 1]; ++t) pos[t] = static_cast<int32_t>(past[b] + t - sb[b]), seq[t] = static_cast<int32_t>(b);
+    max_keys = std::max(max_keys, len);
+  }
+  for (int64_t i = 0; i < nbi; ++i)
+    if (bi[i] < 0 || bi[i] >= NB)
+      return make_error(n.describe() + ": block index " + std::to_string(bi[i]) + " out of range [0, " + std::to_string(NB) + ")");
+  Val tq, tk, tv;
+  const Val& q = dense(q0, scratch, tq);
+  const Val& k = dense(k0, qbuf, tk);
+  const Val& v = dense(v0, kvbuf, tv);
+  KvCache cache{kc.as<float>(), vc.as<float>(), NB, Hk, S, Sv};
+  // 1. this step's K/V rows into their blocks, before anything reads them
+  for (int64_t t = 0; t < T; ++t) {
+    const int64_t b = seq[t];
+    if (auto st = kv_write(cache, bi + bib[b], bib[b + 1] - bib[b], pos[t], k.as<const float>() + t * Hk * S,
+                           v.as<const float>() + t * Hk * Sv);
+        !st)
+      return make_error(n.describe() + ": " + st.error().what);
+  }
+  // 2. attention per (token, kv head)
+  const int64_t out_shape[2] = {T, Hq * Sv};
+  Val& y = alloc_out(s, out_shape);
+  AttentionBatch ab;
+  ab.q = q.as<const float>();
+  ab.q_stride = Hq * S;
+  ab.out = y.as<float>();
+  ab.out_stride = Hq * Sv;
+  ab.tokens = T;
+  ab.q_heads = Hq;
+  ab.positions = pos;
+  ab.seq = seq;
+  ab.block_indices = bi;
+  ab.block_begins = bib;
+  ab.n_seqs = B;
+  ab.window = window;
+  ab.scale = scale;
+  const int64_t per = attention_rows_scratch_floats(cache, ab, max_keys);
+  Buffer& sc = attn_scratch;
+  float* scr = reinterpret_cast<float*>(sc.ensure(static_cast<size_t>(per * pool->size()) * 4 + 64));
+  FirstError err;
+  pool->parallel_for(attention_items(cache, ab), 1, [&](int64_t b, int64_t e, int t) {
+    err.note(attention_rows(isa, cache, ab, b, e, scr + t * per, per));
+  });
+  if (err.set) return make_error(n.describe() + ": " + err.status.error().what);
+  Val kout = kc, vout = vc;
+  out(s, 1) = std::move(kout);
+  out(s, 2) = std::move(vout);
+  return {};
+}
+
+Status Executor::Impl::sdpa(Step& s, bool* done) {
+  const Val &q = in(s, 0), &k = in(s, 1), &v = in(s, 2);
+  const ir::Node& n = *s.node;
+  const auto& a = n.attrs<ir::SdpaAttrs>();
+  if (q.type != ElementType::f32 || k.type != ElementType::f32 || v.type != ElementType::f32 || q.rank < 3 ||
+      k.rank != q.rank || v.rank != q.rank || q.stride[q.rank - 1] != 1 || k.stride[k.rank - 1] != 1 ||
+      v.stride[v.rank - 1] != 1)
+    return *done = false, Status{};
+  const int r = q.rank;
+  for (int i = 0; i + 3 < r; ++i)
+    if (q.shape[i] != 1 || k.shape[i] != 1 || v.shape[i] != 1) return *done = false, Status{};  // batch 1 only
+  const int64_t Hq = q.shape[r - 3], Tq = q.shape[r - 2], S = q.shape[r - 1], Hk = k.shape[r - 3], Tk = k.shape[r - 2],
+                Sv = v.shape[r - 1];
+  if (Hk == 0 || Hq % Hk != 0 || v.shape[r - 2] != Tk || v.shape[r - 3] != Hk || k.shape[r - 1] != S)
+    return make_error(n.describe() + ": q, k, v do not fit together");
+  const int64_t group = Hq / Hk;
+  // The keys each query row sees: one run [lo, hi) where the mask is 0 (or true), -inf (false) elsewhere.
+  const float* mask = nullptr;
+  bool bool_mask = false;
+  if (s.in.size() == 4) {
+    const Val& m = in(s, 3);
+    if (!m.contiguous() || m.numel() != Tq * Tk || !(m.type == ElementType::f32 || m.type == ElementType::boolean))
+      return *done = false, Status{};
+    bool_mask = m.type == ElementType::boolean;
+    mask = bool_mask ? nullptr : m.as<const float>();
+  }
+  const Val* mval = s.in.size() == 4 ? &in(s, 3) : nullptr;
+  int32_t* range = reinterpret_cast<int32_t*>(ibuf.ensure(static_cast<size_t>(2 * Tq + 1) * 4 + 4 * 64));
+  const float ninf = -std::numeric_limits<float>::infinity();
+  for (int64_t i = 0; i < Tq; ++i) {
+    int64_t lo = -1, hi = -1;
+    for (int64_t j = 0; j < Tk; ++j) {
+      bool see = true;
+      if (mval) {
+        if (bool_mask) {
+          see = mval->data[i * Tk + j] != 0;
+        } else {
+          const float mv = mask[i * Tk + j];
+          if (mv != 0.0f && mv != ninf) return *done = false, Status{};  // a general additive mask
+          see = mv == 0.0f;
+        }
+      }
+      if (a.causal && j > i + (Tk - Tq)) see = false;
+      if (see) {
+        if (hi >= 0 && hi != j) return *done = false, Status{};  // not one run of keys
+        if (lo < 0) lo = j;
+        hi = j + 1;
+      }
+    }
+    range[2 * i] = static_cast<int32_t>(lo < 0 ? 0 : lo);
+    range[2 * i + 1] = static_cast<int32_t>(hi < 0 ? 0 : hi);
+  }
+  // K/V into the block layout of the paged cache, so that every layout runs the same kernel.
+  const int64_t NB = (Tk + kKvBlock - 1) / kKvBlock;
+  const size_t kfl = static_cast<size_t>(NB * Hk * kKvBlock * S), vfl = static_cast<size_t>(NB * Hk * kKvBlock * Sv);
+  float* kb = reinterpret_cast<float*>(kvbuf.ensure((kfl + vfl) * 4 + static_cast<size_t>(NB) * 4 + 64));
+  float* vb = kb + kfl;
+  int32_t* table = reinterpret_cast<int32_t*>(vb + vfl);
+  for (int64_t b = 0; b < NB; ++b) table[b] = static_cast<int32_t>(b);
+  for (int64_t h = 0; h < Hk; ++h)
+    for (int64_t j = 0; j < Tk; ++j) {
+      const int64_t blk = j / kKvBlock, slot = j % kKvBlock;
+      std::memcpy(kb + ((blk * Hk + h) * kKvBlock + slot) * S, k.data + (h * k.stride[r - 3] + j * k.stride[r - 2]) * 4,
+                  static_cast<size_t>(S) * 4);
+      std::memcpy(vb + ((blk * Hk + h) * kKvBlock + slot) * Sv, v.data + (h * v.stride[r - 3] + j * v.stride[r - 2]) * 4,
+                  static_cast<size_t>(Sv) * 4);
+    }
+  KvCache cache{kb, vb, NB, Hk, S, Sv};
+  int64_t shape[exec::kMaxRank];
+  for (int i = 0; i < r; ++i) shape[i] = q.shape[i];
+  shape[r - 1] = Sv;
+  Val& y = alloc_out(s, std::span<const int64_t>(shape, static_cast<size_t>(r)));
+  float* out = y.as<float>();
+  const float scale = a.scale != 0.0f ? a.scale : 1.0f / std::sqrt(static_cast<float>(S));
+  const int64_t per = attention_scratch_floats(group, Tk);
+  float* scr = reinterpret_cast<float*>(attn_scratch.ensure(static_cast<size_t>(per * pool->size()) * 4 + 64));
+  FirstError err;
+  pool->parallel_for(Tq * Hk, 1, [&](int64_t b, int64_t e, int t) {
+    for (int64_t item = b; item < e; ++item) {
+      const int64_t i = item / Hk, g = item % Hk, lo = range[2 * i], hi = range[2 * i + 1];
+      float* o = out + (g * group * Tq + i) * Sv;
+      if (hi <= lo) {  // sees no key: zeros, as the reference
+        for (int64_t h = 0; h < group; ++h) std::memset(o + h * Tq * Sv, 0, static_cast<size_t>(Sv) * 4);
+        continue;
+      }
+      AttentionQuery aq;
+      aq.q = q.as<const float>() + (g * group) * q.stride[r - 3] + i * q.stride[r - 2];
+      aq.q_stride = q.stride[r - 3];
+      aq.out = o;
+      aq.out_stride = Tq * Sv;
+      aq.nq = group;
+      aq.kv_head = g;
+      aq.block_table = table;
+      aq.table_len = NB;
+      aq.n_keys = hi;
+      aq.window = lo > 0 ? hi - lo : 0;
+      aq.scale = scale;
+      err.note(attention(isa, cache, aq, scr + t * per, per));
+    }
+  });
+  if (err.set) return make_error(n.describe() + ": " + err.status.error().what);
+  return {};
+}
+
+}  // namespace ggflow::cpu

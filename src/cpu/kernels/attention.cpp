@@ -1,0 +1,170 @@
+// Scalar twin of attention (attention.h): the specification of its bits; plus the checks, the
+// batch loop and the cache write, shared by every ISA.
+#include "cpu/kernels/attention.h"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <string>
+
+#include "cpu/kernels/math.h"
+
+namespace ggflow::cpu {
+
+namespace {
+
+int64_t round16(int64_t n) { return (n + 15) / 16 * 16; }
+
+const float* key_row(const KvCache& c, int64_t block, int64_t kvh, int64_t slot) {
+  return c.k + ((block * c.kv_heads + kvh) * kKvBlock + slot) * c.head_size;
+}
+const float* value_row(const KvCache& c, int64_t block, int64_t kvh, int64_t slot) {
+  return c.v + ((block * c.kv_heads + kvh) * kKvBlock + slot) * c.v_size;
+}
+
+Status check_cache(const KvCache& c) {
+  if (!c.k || !c.v || c.num_blocks <= 0 || c.kv_heads <= 0 || c.head_size <= 0 || c.v_size <= 0)
+    return make_error("attention: the KV cache is empty or has a non-positive dimension (blocks " +
+                      std::to_string(c.num_blocks) + ", kv heads " + std::to_string(c.kv_heads) + ", head size " +
+                      std::to_string(c.head_size) + ", value size " + std::to_string(c.v_size) + ")");
+  return {};
+}
+
+Result<detail::AttnPlan> plan(const KvCache& c, const AttentionQuery& a, int64_t scratch_floats) {
+  if (a.nq < 1) return make_error("attention: a query group needs at least one row, got " + std::to_string(a.nq));
+  if (a.kv_head < 0 || a.kv_head >= c.kv_heads)
+    return make_error("attention: kv head " + std::to_string(a.kv_head) + " outside [0, " + std::to_string(c.kv_heads) + ")");
+  if (a.n_keys < 0 || a.window < 0)
+    return make_error("attention: negative key count " + std::to_string(a.n_keys) + " or window " + std::to_string(a.window));
+  if (a.n_keys > a.table_len * kKvBlock)
+    return make_error("attention: " + std::to_string(a.n_keys) + " keys need " + std::to_string((a.n_keys + kKvBlock - 1) / kKvBlock) +
+                          " blocks, the block table has " + std::to_string(a.table_len),
+                      "allocate ceil(keys / 32) blocks per sequence");
+  detail::AttnPlan pl;
+  pl.lo = a.window > 0 ? std::max<int64_t>(0, a.n_keys - a.window) : 0;
+  pl.n = a.n_keys - pl.lo;
+  pl.np = round16(pl.n);
+  for (int64_t bi = pl.lo / kKvBlock; pl.n > 0 && bi <= (a.n_keys - 1) / kKvBlock; ++bi)
+    if (a.block_table[bi] < 0 || a.block_table[bi] >= c.num_blocks)
+      return make_error("attention: block index " + std::to_string(a.block_table[bi]) + " (table entry " + std::to_string(bi) +
+                        ") outside the cache's " + std::to_string(c.num_blocks) + " blocks");
+  if (scratch_floats < a.nq * (pl.np + 1))
+    return make_error("attention: scratch of " + std::to_string(scratch_floats) + " floats, needs " +
+                      std::to_string(a.nq * (pl.np + 1)));
+  return pl;
+}
+
+// The twin's dot product: 16 partial FMA chains over d, then tree16.
+float dot16(const float* q, const float* k, int64_t S) {
+  float acc[16] = {};
+  for (int64_t d = 0; d < S; ++d) acc[d & 15] = math::fma_(q[d], k[d], acc[d & 15]);
+  return math::tree16(acc);
+}
+
+void attention_scalar(const KvCache& c, const AttentionQuery& a, const detail::AttnPlan& pl, float* scratch) {
+  const float ninf = -std::numeric_limits<float>::infinity();
+  const int64_t S = c.head_size, Sv = c.v_size;
+  for (int64_t qi = 0; qi < a.nq; ++qi) {
+    const float* q = a.q + qi * a.q_stride;
+    float* out = a.out + qi * a.out_stride;
+    float* P = scratch + qi * pl.np;
+    // scores
+    for (int64_t j = 0; j < pl.n; ++j) {
+      const int64_t p = pl.lo + j;
+      P[j] = dot16(q, key_row(c, a.block_table[p / kKvBlock], a.kv_head, p % kKvBlock), S) * a.scale;
+    }
+    // softmax weights
+    float mx = ninf;
+    for (int64_t j = 0; j < pl.n; ++j) mx = math::vmax(P[j], mx);
+    for (int64_t d = 0; d < Sv; ++d) out[d] = 0.0f;
+    if (mx == ninf) continue;  // no keys, or all scores -inf: zeros
+    float acc[16] = {};
+    for (int64_t j = 0; j < pl.n; ++j) {
+      P[j] = math::exp(P[j] - mx);
+      acc[j & 15] = acc[j & 15] + P[j];
+    }
+    const float sum = math::tree16(acc);
+    // weighted values, key order
+    for (int64_t j = 0; j < pl.n; ++j) {
+      const int64_t p = pl.lo + j;
+      const float* v = value_row(c, a.block_table[p / kKvBlock], a.kv_head, p % kKvBlock);
+      for (int64_t d = 0; d < Sv; ++d) out[d] = math::fma_(P[j], v[d], out[d]);
+    }
+    for (int64_t d = 0; d < Sv; ++d) out[d] = out[d] / sum;
+  }
+}
+
+}  // namespace
+
+int64_t attention_scratch_floats(int64_t nq, int64_t n_keys) { return nq * (round16(std::max<int64_t>(0, n_keys)) + 1); }
+
+Status attention(Isa isa, const KvCache& c, const AttentionQuery& a, float* scratch, int64_t scratch_floats) {
+  if (auto st = check_cache(c); !st) return st;
+  auto pl = plan(c, a, scratch_floats);
+  if (!pl) return pl.error();
+  if (isa == Isa::avx512) detail::attention_avx512(c, a, *pl, scratch);
+  else if (isa == Isa::avx2) detail::attention_avx2(c, a, *pl, scratch);
+  else attention_scalar(c, a, *pl, scratch);
+  return {};
+}
+
+int64_t attention_rows_scratch_floats(const KvCache& c, const AttentionBatch& b, int64_t max_keys) {
+  const int64_t group = c.kv_heads > 0 ? b.q_heads / c.kv_heads : 0;
+  return attention_scratch_floats(group, max_keys);
+}
+
+Status attention_rows(Isa isa, const KvCache& c, const AttentionBatch& b, int64_t i0, int64_t i1, float* scratch,
+                      int64_t scratch_floats) {
+  if (auto st = check_cache(c); !st) return st;
+  if (b.q_heads <= 0 || b.q_heads % c.kv_heads != 0)
+    return make_error("attention: " + std::to_string(b.q_heads) + " query heads are not a positive multiple of " +
+                      std::to_string(c.kv_heads) + " kv heads");
+  if (i0 < 0 || i1 > b.tokens * c.kv_heads || i0 > i1)
+    return make_error("attention: item range [" + std::to_string(i0) + ", " + std::to_string(i1) + ") outside [0, " +
+                      std::to_string(b.tokens * c.kv_heads) + ")");
+  const int64_t group = b.q_heads / c.kv_heads;
+  for (int64_t i = i0; i < i1; ++i) {
+    const int64_t t = i / c.kv_heads, kvh = i % c.kv_heads;
+    const int64_t s = b.seq ? b.seq[t] : 0;
+    if (s < 0 || s >= b.n_seqs)
+      return make_error("attention: token " + std::to_string(t) + " has sequence " + std::to_string(s) + " outside [0, " +
+                        std::to_string(b.n_seqs) + ")");
+    const int64_t pos = b.positions[t];
+    if (pos < 0) return make_error("attention: token " + std::to_string(t) + " has negative position " + std::to_string(pos));
+    AttentionQuery a;
+    a.q = b.q + t * b.q_stride + kvh * group * c.head_size;
+    a.q_stride = c.head_size;
+    a.out = b.out + t * b.out_stride + kvh * group * c.v_size;
+    a.out_stride = c.v_size;
+    a.nq = group;
+    a.kv_head = kvh;
+    a.block_table = b.block_indices + b.block_begins[s];
+    a.table_len = b.block_begins[s + 1] - b.block_begins[s];
+    a.n_keys = pos + 1;
+    a.window = b.window;
+    a.scale = b.scale;
+    if (auto st = attention(isa, c, a, scratch, scratch_floats); !st)
+      return make_error("token " + std::to_string(t) + ": " + st.error().what, st.error().hint);
+  }
+  return {};
+}
+
+Status kv_write(const KvCache& c, const int32_t* block_table, int64_t table_len, int64_t pos, const float* k,
+                const float* v) {
+  if (auto st = check_cache(c); !st) return st;
+  if (pos < 0 || pos >= table_len * kKvBlock)
+    return make_error("kv_write: position " + std::to_string(pos) + " outside the block table's " +
+                      std::to_string(table_len * kKvBlock) + " slots");
+  const int64_t b = block_table[pos / kKvBlock];
+  if (b < 0 || b >= c.num_blocks)
+    return make_error("kv_write: block index " + std::to_string(b) + " outside the cache's " + std::to_string(c.num_blocks) + " blocks");
+  for (int64_t h = 0; h < c.kv_heads; ++h) {
+    std::memcpy(const_cast<float*>(key_row(c, b, h, pos % kKvBlock)), k + h * c.head_size,
+                static_cast<size_t>(c.head_size) * sizeof(float));
+    std::memcpy(const_cast<float*>(value_row(c, b, h, pos % kKvBlock)), v + h * c.v_size,
+                static_cast<size_t>(c.v_size) * sizeof(float));
+  }
+  return {};
+}
+
+}  // namespace ggflow::cpu

@@ -1,0 +1,33 @@
+// RMSNorm over rows, the IR's RMSNorm (ir/ops/reduce.cpp): y = x * (1 / sqrt(mean(x^2) + eps)),
+// times gamma when given. Passing the norm weight as gamma fuses the builder's
+// `Multiply(RMSNorm(x), w)`: (x * scale) * w is exactly what the two ops compute, element by element.
+//
+// Arithmetic (the scalar twin in norm.cpp; AVX2 and AVX-512 give the same bits):
+//   acc[i % 16] = fma(x[i], x[i], acc[i % 16]) for i = 0..n-1 in order (16 partial sums from +0)
+//   sum   = math::tree16(acc)                    (acc[i] += acc[i+w] for w = 8, 4, 2, 1)
+//   scale = 1 / sqrt(sum / float(n) + eps)       (each operation rounded: /, +, sqrt, /)
+//   y[i]  = x[i] * scale, or (x[i] * scale) * gamma[i]
+// Against the IR (sequential sum of rounded squares) the difference is in the summation order
+// only: |y - y_ir| <= ~(n/16 + 4) ulp relative in scale, tested within 1e-6 relative of a double
+// reference.
+#pragma once
+
+#include <cstdint>
+
+#include "cpu/isa.h"
+
+namespace ggflow::cpu {
+
+// Rows [r0, r1) of n elements (row r at x + r*xs, y + r*ys); gamma: [n] or nullptr. y may equal x.
+// n == 0 does nothing.
+void rmsnorm(Isa isa, const float* x, int64_t xs, const float* gamma, float eps, float* y, int64_t ys, int64_t n,
+             int64_t r0, int64_t r1);
+
+namespace detail {
+void rmsnorm_avx2(const float* x, int64_t xs, const float* gamma, float eps, float* y, int64_t ys, int64_t n,
+                  int64_t r0, int64_t r1);
+void rmsnorm_avx512(const float* x, int64_t xs, const float* gamma, float eps, float* y, int64_t ys, int64_t n,
+                    int64_t r0, int64_t r1);
+}  // namespace detail
+
+}  // namespace ggflow::cpu

@@ -1,0 +1,77 @@
+#include "cpu/thread_pool.h"
+
+#include <algorithm>
+
+namespace ggflow::cpu {
+
+ThreadPool::ThreadPool(int threads) : n_(std::max(1, threads)) {
+  for (int i = 1; i < n_; ++i) threads_.emplace_back([this, i] { worker(i); });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+    generation_.fetch_add(1);
+  }
+  cv_.notify_all();
+  for (auto& t : threads_) t.join();
+}
+
+void ThreadPool::part(int index, int64_t* b, int64_t* e) const {
+  const int64_t units = (n_items_ + grain_ - 1) / grain_;  // grains, split as evenly as possible
+  const int64_t base = units / n_, extra = units % n_;
+  const int64_t u0 = index * base + std::min<int64_t>(index, extra), u1 = u0 + base + (index < extra ? 1 : 0);
+  *b = std::min(n_items_, u0 * grain_);
+  *e = std::min(n_items_, u1 * grain_);
+}
+
+void ThreadPool::run(int64_t n, int64_t grain, Fn fn, void* ctx) {
+  if (n <= 0) return;
+  grain = std::max<int64_t>(1, grain);
+  if (n_ == 1 || n <= grain) {
+    fn(ctx, 0, n, 0);
+    return;
+  }
+  fn_ = fn;
+  ctx_ = ctx;
+  n_items_ = n;
+  grain_ = grain;
+  pending_.store(n_ - 1, std::memory_order_relaxed);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    generation_.fetch_add(1, std::memory_order_release);
+  }
+  cv_.notify_all();
+  int64_t b, e;
+  part(0, &b, &e);
+  if (b < e) fn(ctx, b, e, 0);
+  while (pending_.load(std::memory_order_acquire) != 0) std::this_thread::yield();
+}
+
+void ThreadPool::worker(int index) {
+  uint64_t seen = 0;
+  for (;;) {
+    // Spin a while for the next job (steps follow each other closely), then sleep.
+    uint64_t g = generation_.load(std::memory_order_acquire);
+    for (int spin = 0; g == seen && spin < 20000; ++spin) {
+#if defined(__x86_64__)
+      __builtin_ia32_pause();
+#endif
+      g = generation_.load(std::memory_order_acquire);
+    }
+    if (g == seen) {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return generation_.load(std::memory_order_acquire) != seen; });
+      g = generation_.load(std::memory_order_acquire);
+    }
+    seen = g;
+    if (stop_) return;
+    int64_t b, e;
+    part(index, &b, &e);
+    if (b < e) fn_(ctx_, b, e, index);
+    pending_.fetch_sub(1, std::memory_order_acq_rel);
+  }
+}
+
+}  // namespace ggflow::cpu

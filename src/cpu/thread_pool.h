@@ -1,0 +1,54 @@
+// A fixed pool of threads for the CPU executor: created once (n - 1 workers; the calling thread is
+// the n-th), no thread is created per step. Between jobs a worker spins a little, then sleeps on a
+// condition variable. A job is a range [0, n) split statically into one contiguous part per
+// thread; kernels split only over outputs (rows, heads, tokens), so a part's results do not
+// depend on the split and the thread count never changes a bit.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+namespace ggflow::cpu {
+
+class ThreadPool {
+ public:
+  explicit ThreadPool(int threads);  // threads >= 1 (clamped)
+  ~ThreadPool();
+  ThreadPool(const ThreadPool&) = delete;
+  ThreadPool& operator=(const ThreadPool&) = delete;
+
+  int size() const { return n_; }
+  // Calls f(begin, end, thread) on disjoint parts covering [0, n), one per thread (thread in
+  // [0, size())); each part a multiple of `grain` (but the last). Returns when all parts are
+  // done. Not reentrant.
+  template <class F>
+  void parallel_for(int64_t n, int64_t grain, F&& f) {
+    using Fd = std::remove_reference_t<F>;
+    auto call = [](void* ctx, int64_t b, int64_t e, int t) { (*static_cast<Fd*>(ctx))(b, e, t); };
+    run(n, grain, call, const_cast<void*>(static_cast<const void*>(&f)));
+  }
+
+ private:
+  using Fn = void (*)(void*, int64_t, int64_t, int);
+  void run(int64_t n, int64_t grain, Fn fn, void* ctx);
+  void worker(int index);
+  void part(int index, int64_t* b, int64_t* e) const;
+
+  int n_;
+  std::vector<std::thread> threads_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::atomic<uint64_t> generation_{0};
+  std::atomic<int> pending_{0};
+  std::atomic<bool> stop_{false};
+  Fn fn_ = nullptr;
+  void* ctx_ = nullptr;
+  int64_t n_items_ = 0, grain_ = 1;
+};
+
+}  // namespace ggflow::cpu
