@@ -58,6 +58,12 @@ inline void make_rows(const uint8_t* W, size_t wrb, int64_t n, int cnt, Rows8& R
   R.mask = _mm256_load_si256(reinterpret_cast<const __m256i*>(m));
 }
 
+inline float ldf(const uint8_t* p) {
+  float v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
 inline __m128i ld128(const uint8_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
 
 inline __m256i load2(const Rows8& R, int j, size_t off) {
@@ -464,9 +470,9 @@ void gemm_f(const uint8_t* W, size_t wrb, int64_t K, const uint8_t* X, size_t xr
             for (int i = 0; i < 8; ++i) tb[kk][i] = loadw1<kT>(R.r[i] + (k0 + kk) * eb);
         }
         for (int t = 0; t < tt; ++t) {
-          const float* x = reinterpret_cast<const float*>(X + (t0 + t) * xrb) + k0;
+          const uint8_t* x = X + (t0 + t) * xrb + k0 * 4;
           __m256 a = acc[t];
-          for (int kk = 0; kk < kc; ++kk) a = _mm256_fmadd_ps(_mm256_load_ps(tb[kk]), _mm256_set1_ps(x[kk]), a);
+          for (int kk = 0; kk < kc; ++kk) a = _mm256_fmadd_ps(_mm256_load_ps(tb[kk]), _mm256_set1_ps(ldf(x + 4 * kk)), a);
           acc[t] = a;
         }
       }

@@ -62,6 +62,12 @@ inline void make_rows(const uint8_t* W, size_t wrb, int64_t n, int cnt, Rows16& 
   R.mask = static_cast<__mmask16>((1u << cnt) - 1);
 }
 
+inline float ldf(const uint8_t* p) {
+  float v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+
 inline __m128i ld128(const uint8_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
 
 // Z_j: 16 bytes at offset off of rows j, 4+j, 8+j, 12+j in lanes 0..3.
@@ -459,9 +465,9 @@ void gemm_f(const uint8_t* W, size_t wrb, int64_t K, const uint8_t* X, size_t xr
             for (int i = 0; i < 16; ++i) tb[kk][i] = loadw1<kT>(R.r[i] + (k0 + kk) * eb);
         }
         for (int t = 0; t < tt; ++t) {
-          const float* x = reinterpret_cast<const float*>(X + (t0 + t) * xrb) + k0;
+          const uint8_t* x = X + (t0 + t) * xrb + k0 * 4;
           __m512 a = acc[t];
-          for (int kk = 0; kk < kc; ++kk) a = _mm512_fmadd_ps(_mm512_load_ps(tb[kk]), _mm512_set1_ps(x[kk]), a);
+          for (int kk = 0; kk < kc; ++kk) a = _mm512_fmadd_ps(_mm512_load_ps(tb[kk]), _mm512_set1_ps(ldf(x + 4 * kk)), a);
           acc[t] = a;
         }
       }

@@ -65,9 +65,9 @@ int8_t quant_one(float x, float id) {
 
 }  // namespace
 
-void quant_act_qa32_scalar(const float* x, int64_t nb, BlockQA32* out) {
+void quant_act_qa32_scalar(const float* x, int64_t nb, uint8_t* out) {
   for (int64_t b = 0; b < nb; ++b, x += 32) {
-    BlockQA32& o = out[b];
+    BlockQA32 o;
     const float amax = block_amax(x, 32);
     const float d = amax / 127.0f;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
@@ -80,12 +80,13 @@ void quant_act_qa32_scalar(const float* x, int64_t nb, BlockQA32* out) {
     o.s = d * static_cast<float>(sum);
     o.sum = sum;
     o.reserved = 0;
+    std::memcpy(out + b * sizeof o, &o, sizeof o);
   }
 }
 
-void quant_act_qa256_scalar(const float* x, int64_t nb, BlockQA256* out) {
+void quant_act_qa256_scalar(const float* x, int64_t nb, uint8_t* out) {
   for (int64_t b = 0; b < nb; ++b, x += 256) {
-    BlockQA256& o = out[b];
+    BlockQA256 o;
     const float amax = block_amax(x, 256);
     const float d = amax / 127.0f;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
@@ -99,6 +100,7 @@ void quant_act_qa256_scalar(const float* x, int64_t nb, BlockQA256* out) {
     }
     o.d = d;
     o.reserved[0] = o.reserved[1] = o.reserved[2] = 0;
+    std::memcpy(out + b * sizeof o, &o, sizeof o);
   }
 }
 
@@ -134,18 +136,16 @@ Status quantize_act_rows(Isa isa, GgmlType wtype, const float* x, int64_t x_stri
       continue;
     }
     if (f == ActFormat::qa32) {
-      auto* ob = reinterpret_cast<BlockQA32*>(o);
       switch (isa) {
-        case Isa::scalar: detail::quant_act_qa32_scalar(xr, K / 32, ob); break;
-        case Isa::avx2: detail::quant_act_qa32_avx2(xr, K / 32, ob); break;
-        case Isa::avx512: detail::quant_act_qa32_avx512(xr, K / 32, ob); break;
+        case Isa::scalar: detail::quant_act_qa32_scalar(xr, K / 32, o); break;
+        case Isa::avx2: detail::quant_act_qa32_avx2(xr, K / 32, o); break;
+        case Isa::avx512: detail::quant_act_qa32_avx512(xr, K / 32, o); break;
       }
     } else {
-      auto* ob = reinterpret_cast<BlockQA256*>(o);
       switch (isa) {
-        case Isa::scalar: detail::quant_act_qa256_scalar(xr, K / 256, ob); break;
-        case Isa::avx2: detail::quant_act_qa256_avx2(xr, K / 256, ob); break;
-        case Isa::avx512: detail::quant_act_qa256_avx512(xr, K / 256, ob); break;
+        case Isa::scalar: detail::quant_act_qa256_scalar(xr, K / 256, o); break;
+        case Isa::avx2: detail::quant_act_qa256_avx2(xr, K / 256, o); break;
+        case Isa::avx512: detail::quant_act_qa256_avx512(xr, K / 256, o); break;
       }
     }
   }

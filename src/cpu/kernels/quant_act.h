@@ -69,13 +69,13 @@ Status quantize_act_rows(Isa isa, gguf::GgmlType wtype, const float* x, int64_t 
                          void* out, size_t out_row_bytes);
 
 namespace detail {
-// Per-ISA bodies (validated inputs): nb blocks from x into out.
-void quant_act_qa32_scalar(const float* x, int64_t nb, BlockQA32* out);
-void quant_act_qa256_scalar(const float* x, int64_t nb, BlockQA256* out);
-void quant_act_qa32_avx2(const float* x, int64_t nb, BlockQA32* out);
-void quant_act_qa256_avx2(const float* x, int64_t nb, BlockQA256* out);
-void quant_act_qa32_avx512(const float* x, int64_t nb, BlockQA32* out);
-void quant_act_qa256_avx512(const float* x, int64_t nb, BlockQA256* out);
+// Per-ISA bodies (validated inputs): nb blocks from x into out (any alignment).
+void quant_act_qa32_scalar(const float* x, int64_t nb, uint8_t* out);
+void quant_act_qa256_scalar(const float* x, int64_t nb, uint8_t* out);
+void quant_act_qa32_avx2(const float* x, int64_t nb, uint8_t* out);
+void quant_act_qa256_avx2(const float* x, int64_t nb, uint8_t* out);
+void quant_act_qa32_avx512(const float* x, int64_t nb, uint8_t* out);
+void quant_act_qa256_avx512(const float* x, int64_t nb, uint8_t* out);
 }  // namespace detail
 
 }  // namespace ggflow::cpu

@@ -49,7 +49,7 @@ inline __m256i absbits(const float* p) {
 
 }  // namespace
 
-void quant_act_qa32_avx2(const float* x, int64_t nb, BlockQA32* out) {
+void quant_act_qa32_avx2(const float* x, int64_t nb, uint8_t* out) {
   for (int64_t b = 0; b < nb; ++b, x += 32) {
     const __m256i a = _mm256_max_epu32(_mm256_max_epu32(absbits(x), absbits(x + 8)),
                                        _mm256_max_epu32(absbits(x + 16), absbits(x + 24)));
@@ -59,23 +59,24 @@ void quant_act_qa32_avx2(const float* x, int64_t nb, BlockQA32* out) {
     const __m256i q0 = quant8(_mm256_loadu_ps(x), vid), q1 = quant8(_mm256_loadu_ps(x + 8), vid);
     const __m256i q2 = quant8(_mm256_loadu_ps(x + 16), vid), q3 = quant8(_mm256_loadu_ps(x + 24), vid);
     const int32_t sum = hsum_epi32(_mm256_add_epi32(_mm256_add_epi32(q0, q1), _mm256_add_epi32(q2, q3)));
-    BlockQA32& o = out[b];
+    BlockQA32 o;
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(o.q), pack32(q0, q1, q2, q3));
     o.d = d;
     o.s = d * static_cast<float>(sum);
     o.sum = sum;
     o.reserved = 0;
+    std::memcpy(out + b * sizeof o, &o, sizeof o);
   }
 }
 
-void quant_act_qa256_avx2(const float* x, int64_t nb, BlockQA256* out) {
+void quant_act_qa256_avx2(const float* x, int64_t nb, uint8_t* out) {
   for (int64_t b = 0; b < nb; ++b, x += 256) {
     __m256i a = _mm256_setzero_si256();
     for (int i = 0; i < 32; ++i) a = _mm256_max_epu32(a, absbits(x + 8 * i));
     const float d = bits_to_float(hmax_epu32(a)) / 127.0f;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     const __m256 vid = _mm256_set1_ps(id);
-    BlockQA256& o = out[b];
+    BlockQA256 o;
     for (int j = 0; j < 8; ++j) {  // 32 values: groups 2j and 2j+1
       const float* p = x + 32 * j;
       const __m256i q0 = quant8(_mm256_loadu_ps(p), vid), q1 = quant8(_mm256_loadu_ps(p + 8), vid);
@@ -86,6 +87,7 @@ void quant_act_qa256_avx2(const float* x, int64_t nb, BlockQA256* out) {
     }
     o.d = d;
     o.reserved[0] = o.reserved[1] = o.reserved[2] = 0;
+    std::memcpy(out + b * sizeof o, &o, sizeof o);
   }
 }
 

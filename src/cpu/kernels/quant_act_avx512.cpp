@@ -26,7 +26,7 @@ inline __m512i quant16(__m512 x, __m512 vid) {
 
 }  // namespace
 
-void quant_act_qa32_avx512(const float* x, int64_t nb, BlockQA32* out) {
+void quant_act_qa32_avx512(const float* x, int64_t nb, uint8_t* out) {
   const __m512i absmask = _mm512_set1_epi32(0x7FFFFFFF);
   for (int64_t b = 0; b < nb; ++b, x += 32) {
     const __m512 x0 = _mm512_loadu_ps(x), x1 = _mm512_loadu_ps(x + 16);
@@ -38,17 +38,18 @@ void quant_act_qa32_avx512(const float* x, int64_t nb, BlockQA32* out) {
     const __m512 vid = _mm512_set1_ps(id);
     const __m512i q0 = quant16(x0, vid), q1 = quant16(x1, vid);
     const int32_t sum = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
-    BlockQA32& o = out[b];
+    BlockQA32 o;
     _mm_storeu_si128(reinterpret_cast<__m128i*>(o.q), _mm512_cvtepi32_epi8(q0));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(o.q + 16), _mm512_cvtepi32_epi8(q1));
     o.d = d;
     o.s = d * static_cast<float>(sum);
     o.sum = sum;
     o.reserved = 0;
+    std::memcpy(out + b * sizeof o, &o, sizeof o);
   }
 }
 
-void quant_act_qa256_avx512(const float* x, int64_t nb, BlockQA256* out) {
+void quant_act_qa256_avx512(const float* x, int64_t nb, uint8_t* out) {
   const __m512i absmask = _mm512_set1_epi32(0x7FFFFFFF);
   for (int64_t b = 0; b < nb; ++b, x += 256) {
     __m512i a = _mm512_setzero_si512();
@@ -58,7 +59,7 @@ void quant_act_qa256_avx512(const float* x, int64_t nb, BlockQA256* out) {
     const float d = amax / 127.0f;
     const float id = d != 0.0f ? 1.0f / d : 0.0f;
     const __m512 vid = _mm512_set1_ps(id);
-    BlockQA256& o = out[b];
+    BlockQA256 o;
     alignas(64) int32_t sums[16];
     for (int j = 0; j < 16; ++j) {
       const __m512i q = quant16(_mm512_loadu_ps(x + 16 * j), vid);
@@ -68,6 +69,7 @@ void quant_act_qa256_avx512(const float* x, int64_t nb, BlockQA256* out) {
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(o.bsums), _mm512_cvtepi32_epi16(_mm512_load_si512(sums)));
     o.d = d;
     o.reserved[0] = o.reserved[1] = o.reserved[2] = 0;
+    std::memcpy(out + b * sizeof o, &o, sizeof o);
   }
 }
 

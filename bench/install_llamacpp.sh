@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Builds llama.cpp's own benchmark tools (llama-bench, llama-batched-bench) from the source that
+# the llama-cpp-python package on PyPI vendors, outside the repository, for the side-by-side
+# comparisons in bench/ (never part of the build or the tests).
+#   bench/install_llamacpp.sh [DIR]      default DIR: ~/.cache/ggflow/llama.cpp
+# Prints the directory holding the binaries. Idempotent.
+set -euo pipefail
+VERSION=${LLAMA_CPP_PYTHON_VERSION:-0.3.36}
+DIR=${1:-$HOME/.cache/ggflow/llama.cpp-$VERSION}
+if [ -x "$DIR/build/bin/llama-bench" ] && [ -x "$DIR/build/bin/llama-batched-bench" ]; then
+  echo "$DIR/build/bin"; exit 0
+fi
+mkdir -p "$DIR"
+cd "$DIR"
+if [ ! -d src ]; then
+  python3 -m pip download --quiet --no-deps --no-binary :all: "llama-cpp-python==$VERSION" -d dl >&2
+  mkdir -p src && tar -xzf dl/llama_cpp_python-"$VERSION".tar.gz -C src --strip-components=1
+fi
+cmake -S src/vendor/llama.cpp -B build -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DLLAMA_CURL=OFF \
+  -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=ON -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=OFF >&2
+cmake --build build -j"${JOBS:-2}" --target llama-bench llama-batched-bench >&2
+echo "$DIR/build/bin"
