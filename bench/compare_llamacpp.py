@@ -1,72 +1,84 @@
 #!/usr/bin/env python3
-"""ggflow vs llama.cpp on the same .gguf file, same thread count (1), measured in one run.
+"""ggflow bench against llama.cpp's llama-bench: same .gguf file, same thread count, one run.
 
-    bench/compare_llamacpp.py --ggflow build/ggflow [--engine paged|sdpa|raw] MODEL.gguf [...]
+    bench/compare_llamacpp.py [--ggflow build/ggflow] [--llama-bench PATH] [-t 2] [-p 512] [-n 128]
+                              [-r 3] [--rounds 2] [--batch 8] MODEL.gguf [...]
 
-Needs llama-cpp-python (the oracle: `python3 -m venv /tmp/oracle-venv &&
-/tmp/oracle-venv/bin/pip install llama-cpp-python`); run it with that interpreter. For each model
-it times a 32-token prompt (prefill) and 32 greedy decode steps in both engines:
-- llama.cpp: llama_cpp.Llama(n_threads=1), eval() of the prompt, then 32 single-token evals.
-- ggflow: process wall time (median of 3) of `ggflow run --tokens ...`: with the 32-token prompt
-  and -n 1 (load + prefill), with -n 33 (load + prefill + 32 decodes), and with a 1-token prompt
-  and -n 1 ("load": opening, building and adapting the graph, plus one 1-token step). Decode per
-  token = (t(-n 33) - t(-n 1)) / 32; prefill = t(-n 1) - load + one decode step.
-Prints a Markdown table with the ratios (ggflow time / llama.cpp time; > 1 means ggflow is slower).
+llama-bench comes from bench/install_llamacpp.sh (llama.cpp's own tools, built outside the
+repository from the source llama-cpp-python vendors); without --llama-bench the script runs it.
+For each model the two tools alternate (llama.cpp, ggflow, llama.cpp, ggflow, ... --rounds
+times), each running its prompt-processing test (pp<P>) and its generation test (tg<N>) with -r
+repetitions; a tool's figure is the median over the rounds of its average tokens/s. With --batch
+B, ggflow's paged engine also decodes B sequences together (aggregate tokens/s, "tg<N> xB").
+Prints a Markdown table: llama.cpp t/s, ggflow t/s and the ratio ggflow / llama.cpp (> 1: ggflow
+is faster). Never run it beside a build or a test suite on the same cores.
 """
 import argparse
+import json
+import os
 import statistics
 import subprocess
 import sys
-import time
+from pathlib import Path
 
-from llama_cpp import Llama
-
-
-def wall(cmd, reps=3):
-    ts = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        subprocess.run(cmd, check=True, capture_output=True)
-        ts.append(time.perf_counter() - t0)
-    return statistics.median(ts)
+ROOT = Path(__file__).resolve().parent.parent
 
 
-def bench(ggflow, engine, path):
-    llm = Llama(model_path=path, n_threads=1, n_threads_batch=1, n_ctx=256, verbose=False)
-    prompt = llm.tokenize(b"Once upon a time, there was a little girl who loved to read books about the sea and the stars.")[:32]
-    prompt = (prompt * 4)[:32]
-    llm.reset()
-    t0 = time.perf_counter()
-    llm.eval(prompt)
-    l_prefill = time.perf_counter() - t0
-    t0 = time.perf_counter()
-    tok = prompt[-1]
-    for _ in range(32):
-        llm.eval([tok])
-    l_decode = (time.perf_counter() - t0) / 32
+def llama_bench_path(given):
+    if given:
+        return given
+    out = subprocess.run([str(ROOT / "bench" / "install_llamacpp.sh")], check=True, capture_output=True, text=True)
+    return str(Path(out.stdout.strip().splitlines()[-1]) / "llama-bench")
 
-    ids = ",".join(map(str, prompt))
-    base = [ggflow, "run", "--engine", engine, "-m", path, "--tokens"]
-    t_small = wall(base + [str(prompt[0]), "-n", "1"])   # load + 1-token prefill
-    t_1 = wall(base + [ids, "-n", "1"])                  # load + prefill
-    t_33 = wall(base + [ids, "-n", "33"])                # load + prefill + 32 decodes
-    g_decode = (t_33 - t_1) / 32
-    g_prefill = t_1 - t_small + g_decode                 # remove load (a 1-token step ~ one decode)
-    return l_prefill, l_decode, g_prefill, g_decode, t_small
+
+def run_llama(bin_, model, a):
+    cmd = [bin_, "-m", model, "-t", str(a.threads), "-p", str(a.p), "-n", str(a.n), "-r", str(a.r), "-o", "json"]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    res = {}
+    for rec in json.loads(out):
+        test = f"pp{rec['n_prompt']}" if rec["n_prompt"] else f"tg{rec['n_gen']}"
+        res[test] = rec["avg_ts"]
+    return res
+
+
+def run_ggflow(bin_, model, a):
+    cmd = [bin_, "bench", "-m", model, "-t", str(a.threads), "-p", str(a.p), "-n", str(a.n), "-r", str(a.r), "--json"]
+    if a.batch:
+        cmd += ["--batch", f"1,{a.batch}"]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return {rec["test"]: rec["avg_ts"] for rec in json.loads(out)}
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--ggflow", required=True)
-    ap.add_argument("--engine", default="paged")
+    ap.add_argument("--ggflow", default=str(ROOT / "build" / "ggflow"))
+    ap.add_argument("--llama-bench")
+    ap.add_argument("-t", "--threads", type=int, default=2)
+    ap.add_argument("-p", type=int, default=512)
+    ap.add_argument("-n", type=int, default=128)
+    ap.add_argument("-r", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--batch", type=int, default=0)
     ap.add_argument("models", nargs="+")
     a = ap.parse_args()
-    print("| model | engine | prefill 32 tok: llama.cpp / ggflow (ratio) | decode per token: llama.cpp / ggflow (ratio) | ggflow load |")
-    print("|---|---|---|---|---|")
+    lb = llama_bench_path(a.llama_bench)
+    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+    print(f"CPU: {cpu}; {os.cpu_count()} cores; {a.threads} threads; llama-bench: {lb}\n")
+    print("| model | test | llama.cpp t/s | ggflow t/s | ggflow / llama.cpp |")
+    print("|---|---|---:|---:|---:|")
     for m in a.models:
-        lp, ld, gp, gd, load = bench(a.ggflow, a.engine, m)
-        print(f"| {m.split('/')[-1]} | {a.engine} | {lp*1e3:.1f} ms / {gp*1e3:.0f} ms ({gp/lp:.0f}x) | "
-              f"{ld*1e3:.2f} ms / {gd*1e3:.1f} ms ({gd/ld:.0f}x) | {load:.2f} s |")
+        runs = {"llama": [], "ggflow": []}
+        for k in range(a.rounds):
+            print(f"round {k + 1}/{a.rounds}: {Path(m).name}", file=sys.stderr)
+            runs["llama"].append(run_llama(lb, m, a))
+            runs["ggflow"].append(run_ggflow(a.ggflow, m, a))
+        med = {tool: {t: statistics.median(r[t] for r in rs) for t in rs[0]} for tool, rs in runs.items()}
+        for test in med["ggflow"]:
+            g = med["ggflow"][test]
+            l = med["llama"].get(test)
+            ratio = f"{g / l:.2f}x" if l else "–"
+            print(f"| {Path(m).name} | {test} | {l:.1f} |" if l else f"| {Path(m).name} | {test} | – |", end="")
+            print(f" {g:.1f} | {ratio} |")
     return 0
 
 

@@ -8,13 +8,14 @@
 #include "cpu/executor_impl.h"
 #include "cpu/kernels/matmul.h"
 #include "ir/attrs.h"
+#include "ir/kernel_util.h"
 
 namespace ggflow::cpu {
 
 namespace {
 
 bool is_view_kind(Kind k) {
-  return k == Kind::reshape || k == Kind::squeeze || k == Kind::unsqueeze || k == Kind::transpose ||
+  return k == Kind::reshape || k == Kind::squeeze || k == Kind::unsqueeze || k == Kind::transpose || k == Kind::slice ||
          k == Kind::result || k == Kind::scatter || k == Kind::read_value || k == Kind::fallback;
 }
 
@@ -31,6 +32,12 @@ Kind choose(const ir::Node& n, Step& s) {
     case OpType::Squeeze: return Kind::squeeze;
     case OpType::Unsqueeze: return Kind::unsqueeze;
     case OpType::Transpose: return Kind::transpose;
+    case OpType::Slice: return Kind::slice;
+    case OpType::ShapeOf: return Kind::shape_of;
+    case OpType::Convert: {
+      const ir::ElementType from = n.input(0).type(), to = n.attrs<ir::TypeAttrs>().type;
+      return ir::is_integer(from) && ir::is_integer(to) ? Kind::convert : Kind::fallback;
+    }
     case OpType::MatMul: {
       const auto& a = n.attrs<ir::MatMulAttrs>();
       const ir::Node& w = *n.input(1).node;
@@ -68,6 +75,7 @@ Kind choose(const ir::Node& n, Step& s) {
 
 bool needs_buffer(Kind k) {
   switch (k) {
+    case Kind::shape_of: case Kind::convert:
     case Kind::reshape: case Kind::matmul: case Kind::rmsnorm: case Kind::binary: case Kind::activation:
     case Kind::rope: case Kind::gather_rows: case Kind::paged_attention: case Kind::sdpa: return true;
     default: return false;
@@ -314,6 +322,41 @@ Status Executor::Impl::exec(Step& s, std::span<const ir::Tensor> params, std::ve
         y.shape[i] = x.shape[p], y.stride[i] = x.stride[p];
       }
       out(s) = std::move(y);
+      return {};
+    }
+    case Kind::slice: {
+      const Val& x = in(s, 0);
+      const auto& a = n.attrs<ir::SliceAttrs>();
+      auto axes = ir::slice_axes(a, static_cast<size_t>(x.rank));
+      if (!axes) return make_error(n.describe() + ": " + axes.error().what);
+      Val y = x;
+      for (size_t i = 0; i < axes->size(); ++i) {
+        const int64_t ax = (*axes)[i];
+        const ir::SliceAxis sa = ir::slice_axis(x.shape[ax], a.starts[i], a.ends[i], a.steps[i]);
+        if (sa.len > 0) y.data += sa.start * x.stride[ax] * static_cast<int64_t>(ir::scalar_size(x.type));
+        y.shape[ax] = sa.len;
+        y.stride[ax] = x.stride[ax] * sa.step;
+      }
+      if (ir::is_block(x.type)) return fallback(s);
+      out(s) = std::move(y);
+      return {};
+    }
+    case Kind::shape_of: {
+      const Val& x = in(s, 0);
+      const int64_t r[1] = {x.rank};
+      const ir::ElementType t = n.attrs<ir::TypeAttrs>().type;
+      Val& y = alloc_out(s, r, t);
+      for (int i = 0; i < x.rank; ++i) ir::store_i64(t, y.data + i * ir::scalar_size(t), x.shape[i]);
+      return {};
+    }
+    case Kind::convert: {
+      const Val& x = in(s, 0);
+      const ir::ElementType t = n.attrs<ir::TypeAttrs>().type;
+      Val tmp;
+      const Val& d = dense(x, scratch, tmp);
+      Val& y = alloc_out(s, std::span<const int64_t>(d.shape, static_cast<size_t>(d.rank)), t);
+      const size_t si = ir::scalar_size(d.type), so = ir::scalar_size(t);
+      for (int64_t i = 0, e = d.numel(); i < e; ++i) ir::store_i64(t, y.data + i * so, ir::load_i64(d.type, d.data + i * si));
       return {};
     }
     case Kind::matmul: st = matmul(s, &done); break;

@@ -21,7 +21,8 @@ using exec::Val;
 // How a step runs.
 enum class Kind {
   param, constant, result, read_value, assign,             // bookkeeping
-  reshape, squeeze, unsqueeze, transpose,                   // views (reshape copies a strided input)
+  reshape, squeeze, unsqueeze, transpose, slice,            // views (reshape copies a strided input)
+  shape_of, convert,                                        // small integer work of shape subgraphs
   matmul, rmsnorm, binary, activation, rope, gather_rows,   // native kernels
   paged_attention, sdpa, scatter,                           // attention and in-place cache writes
   fallback,                                                 // the IR reference kernel

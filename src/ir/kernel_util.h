@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "base/result.h"
+#include "ir/attrs.h"
 #include "ir/node.h"
 #include "ir/tensor.h"
 
@@ -45,4 +46,12 @@ void for_each_index(const std::vector<int64_t>& shape, F&& f) {
     }
   }
 }
+// numpy slicing of one axis of length d: start, length and step of the result (ends clamp).
+struct SliceAxis {
+  int64_t start, len, step;
+};
+SliceAxis slice_axis(int64_t d, int64_t start, int64_t end, int64_t step);
+// The axes a Slice's attributes address, normalized; errors on mismatched lengths or a 0 step.
+Result<std::vector<int64_t>> slice_axes(const SliceAttrs& a, size_t rank);
+
 }  // namespace ggflow::ir

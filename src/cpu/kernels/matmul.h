@@ -51,9 +51,14 @@
 // on every ISA, but a NaN's payload and sign are not part of the contract.
 // ========================================================================================
 //
+// All of this assumes the default floating-point environment (round to nearest even, no FTZ/DAZ).
+//
 // Performance shape: rows are processed 16 (AVX-512) or 8 (AVX2) at a time, one output lane per
 // row; tokens in tiles of up to 8, so each weight block is decoded once per tile and reused from
-// registers (32-blocks) or an L1 buffer (K types). GEMV (T = 1) streams the weights once.
+// registers (32-blocks) or an L1 buffer (K types). A row group's weights are contiguous; the next
+// group is software-prefetched while this one computes. GEMV (T = 1) streams the weights once;
+// GEMM keeps one row group in L1 while all token tiles pass over it. The SIMD files' comments
+// describe the integer layouts (vpdpbusd on AVX-512, maddubs+madd on AVX2).
 #pragma once
 
 #include <cstddef>

@@ -486,7 +486,8 @@ void gemm_f(const uint8_t* W, size_t wrb, int64_t K, const uint8_t* X, size_t xr
 void matmul_avx2(GgmlType wtype, const uint8_t* W, size_t wrb, int64_t K, const uint8_t* X, size_t xrb, int64_t T,
                  float* C, int64_t ldc, int64_t n0, int64_t n1) {
   if (wrb > static_cast<size_t>(INT32_MAX / 8)) return matmul_scalar(wtype, W, wrb, K, X, xrb, T, C, ldc, n0, n1);
-  const size_t bs = gguf::traits(wtype).type_size;
+  // (Block sizes written out: no inline function from another header is instantiated in this
+  // file, whose code is compiled for this ISA only.)
   switch (wtype) {
     case GgmlType::F32: return gemm_f<GgmlType::F32>(W, wrb, K, X, xrb, T, C, ldc, n0, n1);
     case GgmlType::F16: return gemm_f<GgmlType::F16>(W, wrb, K, X, xrb, T, C, ldc, n0, n1);
@@ -496,11 +497,11 @@ void matmul_avx2(GgmlType wtype, const uint8_t* W, size_t wrb, int64_t K, const 
     case GgmlType::Q5_0: return gemm_q32<TQ5_0>(W, wrb, K, X, xrb, T, C, ldc, n0, n1);
     case GgmlType::Q5_1: return gemm_q32<TQ5_1>(W, wrb, K, X, xrb, T, C, ldc, n0, n1);
     case GgmlType::Q8_0: return gemm_q32<TQ8_0>(W, wrb, K, X, xrb, T, C, ldc, n0, n1);
-    case GgmlType::Q2_K: return gemm_k<dec_q2_k, 1, 0, true>(W, wrb, K, X, xrb, T, C, ldc, n0, n1, bs);
-    case GgmlType::Q3_K: return gemm_k<dec_q3_k, 1, 4, false>(W, wrb, K, X, xrb, T, C, ldc, n0, n1, bs);
-    case GgmlType::Q4_K: return gemm_k<dec_q4_k, 2, 0, true>(W, wrb, K, X, xrb, T, C, ldc, n0, n1, bs);
-    case GgmlType::Q5_K: return gemm_k<dec_q5_k, 2, 0, true>(W, wrb, K, X, xrb, T, C, ldc, n0, n1, bs);
-    case GgmlType::Q6_K: return gemm_k<dec_q6_k, 1, 32, false>(W, wrb, K, X, xrb, T, C, ldc, n0, n1, bs);
+    case GgmlType::Q2_K: return gemm_k<dec_q2_k, 1, 0, true>(W, wrb, K, X, xrb, T, C, ldc, n0, n1, 84);
+    case GgmlType::Q3_K: return gemm_k<dec_q3_k, 1, 4, false>(W, wrb, K, X, xrb, T, C, ldc, n0, n1, 110);
+    case GgmlType::Q4_K: return gemm_k<dec_q4_k, 2, 0, true>(W, wrb, K, X, xrb, T, C, ldc, n0, n1, 144);
+    case GgmlType::Q5_K: return gemm_k<dec_q5_k, 2, 0, true>(W, wrb, K, X, xrb, T, C, ldc, n0, n1, 176);
+    case GgmlType::Q6_K: return gemm_k<dec_q6_k, 1, 32, false>(W, wrb, K, X, xrb, T, C, ldc, n0, n1, 210);
     default: return matmul_scalar(wtype, W, wrb, K, X, xrb, T, C, ldc, n0, n1);
   }
 }

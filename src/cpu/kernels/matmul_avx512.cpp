@@ -79,6 +79,19 @@ inline __m512i load4(const Rows16& R, int j, size_t off) {
   return v;
 }
 
+// c[k] (k = 0..3): the Z_j vector of the 16-byte chunk at off + 16k, from one 64-byte load per
+// row and a 4x4 transpose of 128-bit lanes (cheaper than four load4 calls).
+inline void load4x4(const Rows16& R, int j, size_t off, __m512i* c) {
+  const __m512i r0 = _mm512_loadu_si512(R.r[j] + off), r1 = _mm512_loadu_si512(R.r[4 + j] + off);
+  const __m512i r2 = _mm512_loadu_si512(R.r[8 + j] + off), r3 = _mm512_loadu_si512(R.r[12 + j] + off);
+  const __m512i a = _mm512_shuffle_i32x4(r0, r1, 0x44), b = _mm512_shuffle_i32x4(r0, r1, 0xEE);
+  const __m512i e = _mm512_shuffle_i32x4(r2, r3, 0x44), f = _mm512_shuffle_i32x4(r2, r3, 0xEE);
+  c[0] = _mm512_shuffle_i32x4(a, e, 0x88);
+  c[1] = _mm512_shuffle_i32x4(a, e, 0xDD);
+  c[2] = _mm512_shuffle_i32x4(b, f, 0x88);
+  c[3] = _mm512_shuffle_i32x4(b, f, 0xDD);
+}
+
 // The dword at offset off of each of the 16 rows (row order).
 inline __m512i gather(const Rows16& R, size_t off) { return _mm512_i32gather_epi32(R.gidx, R.r[0] + off, 1); }
 inline __m512 half_lo(__m512i g) { return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(g)); }
@@ -229,12 +242,13 @@ void dec_q2_k(const Rows16& R, size_t off, KBuf& B) {
   }
   for (int i = 0; i < 8; ++i) B.mp[i] = _mm512_or_si512(m[2 * i], sll32(m[2 * i + 1], 16));
   const __m512i m3 = _mm512_set1_epi8(3);
-  for (int g = 0; g < 2; ++g)
-    for (int h = 0; h < 2; ++h)
-      for (int j = 0; j < 4; ++j) {
-        const __m512i raw = load4(R, j, off + 16 + 32 * g + 16 * h);
-        for (int jj = 0; jj < 4; ++jj) B.w[8 * g + 2 * jj + h][j] = _mm512_and_si512(srl16(raw, 2 * jj), m3);
-      }
+  for (int j = 0; j < 4; ++j) {
+    __m512i c[4];  // qs chunk 2g+h
+    load4x4(R, j, off + 16, c);
+    for (int g = 0; g < 2; ++g)
+      for (int h = 0; h < 2; ++h)
+        for (int jj = 0; jj < 4; ++jj) B.w[8 * g + 2 * jj + h][j] = _mm512_and_si512(srl16(c[2 * g + h], 2 * jj), m3);
+  }
 }
 
 void dec_q3_k(const Rows16& R, size_t off, KBuf& B) {
@@ -248,15 +262,16 @@ void dec_q3_k(const Rows16& R, size_t off, KBuf& B) {
     B.sc[k] = _mm512_sub_epi32(_mm512_or_si512(lo, sll32(hi, 4)), _mm512_set1_epi32(32));
   }
   const __m512i m3b = _mm512_set1_epi8(3);
-  for (int g = 0; g < 2; ++g)
-    for (int h = 0; h < 2; ++h)
-      for (int j = 0; j < 4; ++j) {
-        const __m512i raw = load4(R, j, off + 32 + 32 * g + 16 * h);
-        const __m512i hm = load4(R, j, off + 16 * h);
+  for (int j = 0; j < 4; ++j) {
+    __m512i hm[4], qs[4];  // hm chunks 0, 1 (bytes 0..31); qs chunk 2g+h (bytes 32..95)
+    load4x4(R, j, off, hm);
+    load4x4(R, j, off + 32, qs);
+    for (int g = 0; g < 2; ++g)
+      for (int h = 0; h < 2; ++h)
         for (int jj = 0; jj < 4; ++jj)
-          B.w[8 * g + 2 * jj + h][j] =
-              _mm512_or_si512(_mm512_and_si512(srl16(raw, 2 * jj), m3b), bits_to(hm, 4 * g + jj, 2, 1));
-      }
+          B.w[8 * g + 2 * jj + h][j] = _mm512_or_si512(_mm512_and_si512(srl16(qs[2 * g + h], 2 * jj), m3b),
+                                                       bits_to(hm[h], 4 * g + jj, 2, 1));
+  }
 }
 
 // The 6-bit scales and mins of Q4_K / Q5_K (12 bytes at off + 4).
@@ -286,28 +301,35 @@ inline void scales_k4(const Rows16& R, size_t off, KBuf& B) {
 void dec_q4_k(const Rows16& R, size_t off, KBuf& B) {
   scales_k4(R, off, B);
   const __m512i m4 = _mm512_set1_epi8(15);
-  for (int g = 0; g < 4; ++g)
-    for (int h = 0; h < 2; ++h)
-      for (int j = 0; j < 4; ++j) {
-        const __m512i raw = load4(R, j, off + 16 + 32 * g + 16 * h);
+  for (int j = 0; j < 4; ++j) {
+    __m512i c[8];  // qs chunk 2g+h
+    load4x4(R, j, off + 16, c);
+    load4x4(R, j, off + 80, c + 4);
+    for (int g = 0; g < 4; ++g)
+      for (int h = 0; h < 2; ++h) {
+        const __m512i raw = c[2 * g + h];
         B.w[4 * g + h][j] = _mm512_and_si512(raw, m4);
         B.w[4 * g + 2 + h][j] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
       }
+  }
 }
 
 void dec_q5_k(const Rows16& R, size_t off, KBuf& B) {
   scales_k4(R, off, B);
   const __m512i m4 = _mm512_set1_epi8(15);
-  for (int h = 0; h < 2; ++h)
-    for (int j = 0; j < 4; ++j) {
-      const __m512i qh = load4(R, j, off + 16 + 16 * h);
-      for (int g = 0; g < 4; ++g) {
-        const __m512i raw = load4(R, j, off + 48 + 32 * g + 16 * h);
-        B.w[4 * g + h][j] = _mm512_or_si512(_mm512_and_si512(raw, m4), bits_to(qh, 2 * g, 4, 1));
+  for (int j = 0; j < 4; ++j) {
+    __m512i qh[4], c[8];  // qh chunks 0, 1 (bytes 16..47); qs chunk 2g+h (bytes 48..175)
+    load4x4(R, j, off + 16, qh);
+    load4x4(R, j, off + 48, c);
+    load4x4(R, j, off + 112, c + 4);
+    for (int g = 0; g < 4; ++g)
+      for (int h = 0; h < 2; ++h) {
+        const __m512i raw = c[2 * g + h];
+        B.w[4 * g + h][j] = _mm512_or_si512(_mm512_and_si512(raw, m4), bits_to(qh[h], 2 * g, 4, 1));
         B.w[4 * g + 2 + h][j] =
-            _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(raw, 4), m4), bits_to(qh, 2 * g + 1, 4, 1));
+            _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi16(raw, 4), m4), bits_to(qh[h], 2 * g + 1, 4, 1));
       }
-    }
+  }
 }
 
 void dec_q6_k(const Rows16& R, size_t off, KBuf& B) {
@@ -316,21 +338,24 @@ void dec_q6_k(const Rows16& R, size_t off, KBuf& B) {
   for (int i = 0; i < 4; ++i) S[i] = gather(R, off + 192 + 4 * i);
   for (int s = 0; s < 16; ++s) B.sc[s] = sra32(sll32(S[s / 4], 24 - 8 * (s % 4)), 24);
   const __m512i m4 = _mm512_set1_epi8(15);
-  for (int g = 0; g < 2; ++g)
-    for (int j = 0; j < 4; ++j) {
+  for (int j = 0; j < 4; ++j) {
+    __m512i ql[8], qh[4];  // ql chunk 4g+c (bytes 0..127); qh chunk 2g+h (bytes 128..191)
+    load4x4(R, j, off, ql);
+    load4x4(R, j, off + 64, ql + 4);
+    load4x4(R, j, off + 128, qh);
+    for (int g = 0; g < 2; ++g) {
       for (int c = 0; c < 4; ++c) {
-        const __m512i raw = load4(R, j, off + 64 * g + 16 * c);
+        const __m512i raw = ql[4 * g + c];
         B.w[8 * g + c][j] = _mm512_and_si512(raw, m4);
         B.w[8 * g + c + 4][j] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
       }
-      for (int h = 0; h < 2; ++h) {
-        const __m512i qh = load4(R, j, off + 128 + 32 * g + 16 * h);
+      for (int h = 0; h < 2; ++h)
         for (int k = 0; k < 4; ++k) {
           __m512i& w = B.w[8 * g + 2 * k + h][j];
-          w = _mm512_or_si512(w, bits_to(qh, 2 * k, 4, 2));
+          w = _mm512_or_si512(w, bits_to(qh[2 * g + h], 2 * k, 4, 2));
         }
-      }
     }
+  }
 }
 
 // One token against a decoded super-block. kSegs: segments per sub-block (2 for Q4_K/Q5_K);
@@ -482,7 +507,8 @@ void matmul_avx512(GgmlType wtype, const uint8_t* W, size_t wrb, int64_t K, cons
                    float* C, int64_t ldc, int64_t n0, int64_t n1) {
   // Gathers take int32 row offsets (15 rows): very long rows use the twin (same bits).
   if (wrb > static_cast<size_t>(INT32_MAX / 16)) return matmul_scalar(wtype, W, wrb, K, X, xrb, T, C, ldc, n0, n1);
-  const size_t bs = gguf::traits(wtype).type_size;
+  // (Block sizes written out: no inline function from another header is instantiated in this
+  // file, whose code is compiled for this ISA only.)
   switch (wtype) {
     case GgmlType::F32: return gemm_f<GgmlType::F32>(W, wrb, K, X, xrb, T, C, ldc, n0, n1);
     case GgmlType::F16: return gemm_f<GgmlType::F16>(W, wrb, K, X, xrb, T, C, ldc, n0, n1);
@@ -492,11 +518,11 @@ void matmul_avx512(GgmlType wtype, const uint8_t* W, size_t wrb, int64_t K, cons
     case GgmlType::Q5_0: return gemm_q32<TQ5_0>(W, wrb, K, X, xrb, T, C, ldc, n0, n1);
     case GgmlType::Q5_1: return gemm_q32<TQ5_1>(W, wrb, K, X, xrb, T, C, ldc, n0, n1);
     case GgmlType::Q8_0: return gemm_q32<TQ8_0>(W, wrb, K, X, xrb, T, C, ldc, n0, n1);
-    case GgmlType::Q2_K: return gemm_k<dec_q2_k, 1, 0, true>(W, wrb, K, X, xrb, T, C, ldc, n0, n1, bs);
-    case GgmlType::Q3_K: return gemm_k<dec_q3_k, 1, 4, false>(W, wrb, K, X, xrb, T, C, ldc, n0, n1, bs);
-    case GgmlType::Q4_K: return gemm_k<dec_q4_k, 2, 0, true>(W, wrb, K, X, xrb, T, C, ldc, n0, n1, bs);
-    case GgmlType::Q5_K: return gemm_k<dec_q5_k, 2, 0, true>(W, wrb, K, X, xrb, T, C, ldc, n0, n1, bs);
-    case GgmlType::Q6_K: return gemm_k<dec_q6_k, 1, 32, false>(W, wrb, K, X, xrb, T, C, ldc, n0, n1, bs);
+    case GgmlType::Q2_K: return gemm_k<dec_q2_k, 1, 0, true>(W, wrb, K, X, xrb, T, C, ldc, n0, n1, 84);
+    case GgmlType::Q3_K: return gemm_k<dec_q3_k, 1, 4, false>(W, wrb, K, X, xrb, T, C, ldc, n0, n1, 110);
+    case GgmlType::Q4_K: return gemm_k<dec_q4_k, 2, 0, true>(W, wrb, K, X, xrb, T, C, ldc, n0, n1, 144);
+    case GgmlType::Q5_K: return gemm_k<dec_q5_k, 2, 0, true>(W, wrb, K, X, xrb, T, C, ldc, n0, n1, 176);
+    case GgmlType::Q6_K: return gemm_k<dec_q6_k, 1, 32, false>(W, wrb, K, X, xrb, T, C, ldc, n0, n1, 210);
     default: return matmul_scalar(wtype, W, wrb, K, X, xrb, T, C, ldc, n0, n1);
   }
 }

@@ -24,7 +24,8 @@
 // that block's finite x quantize to 0 and the inf itself (inf*0 = NaN) to -127. Either way every
 // output that reads the block is non-finite (inf or NaN). Tiny blocks (amax < ~1.7e-36, so d is
 // subnormal and 1/d overflows) saturate to +-127; that is defined, and irrelevant in practice.
-// Reserved fields are written as zero so quantized rows compare by memcmp.
+// Reserved fields are written as zero so quantized rows compare by memcmp. The default FP
+// environment (round to nearest even, no FTZ/DAZ) is assumed, as everywhere in the kernels.
 #pragma once
 
 #include <cstddef>

@@ -76,31 +76,6 @@ Outs eval_Gather(const Node& n, std::span<const Tensor> in) {
 }
 
 // ---- Slice: python slice semantics on each listed axis.
-namespace {
-struct SliceAxis { int64_t start, len, step; };
-SliceAxis slice_axis(int64_t d, int64_t s, int64_t e, int64_t step) {
-  if (step > 0) {
-    s = s < 0 ? std::max<int64_t>(0, s + d) : std::min(s, d);
-    e = e < 0 ? std::max<int64_t>(0, e + d) : std::min(e, d);
-    return {s, e > s ? (e - s + step - 1) / step : 0, step};
-  }
-  s = s < 0 ? std::max<int64_t>(-1, s + d) : std::min(s, d - 1);
-  e = e < 0 ? std::max<int64_t>(-1, e + d) : std::min(e, d - 1);
-  return {s, s > e ? (s - e - step - 1) / -step : 0, step};
-}
-Result<std::vector<int64_t>> slice_axes(const SliceAttrs& a, size_t rank) {
-  size_t n = a.starts.size();
-  if (a.ends.size() != n || a.steps.size() != n || (!a.axes.empty() && a.axes.size() != n))
-    return fail("starts, ends, steps and axes must have the same length");
-  for (int64_t st : a.steps)
-    if (st == 0) return fail("slice step is 0");
-  std::vector<int64_t> ax = a.axes;
-  if (ax.empty())
-    for (size_t i = 0; i < n; ++i) ax.push_back(static_cast<int64_t>(i));
-  return normalize_axes(ax, static_cast<int64_t>(rank), "slice axis");
-}
-}  // namespace
-
 Ports infer_Slice(InferCtx& c) {
   const auto& a = c.attrs<SliceAttrs>();
   const Shape& in = c.shape(0);
