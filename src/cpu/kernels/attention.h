@@ -19,8 +19,9 @@
 // SIMD: scores run 16 keys (AVX-512) or 8 keys (AVX2) at a time, each key's 16 partials in its
 // own register(s), then a transposed reduction that performs exactly the tree16 additions; the V
 // sum runs lanes over d. Against the IR's attention row (sequential dot and sums, libm exp, mul
-// then add) the difference is summation order, FMA and exp's few ulp: tested within a relative
-// error of 1e-5 of a double reference.
+// then add) the difference is summation order, FMA and exp's < 1 ulp. Tested
+// (test_kernels_attention): |out - ref| <= 2e-6 max|v| against a double reference (6e-8 measured)
+// and against ir/attention_row.h itself (1.4e-7 measured).
 // Element type: f32 cache. (An f16 cache changes only the K/V row loads.)
 #pragma once
 

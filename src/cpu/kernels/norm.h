@@ -7,9 +7,9 @@
 //   sum   = math::tree16(acc)                    (acc[i] += acc[i+w] for w = 8, 4, 2, 1)
 //   scale = 1 / sqrt(sum / float(n) + eps)       (each operation rounded: /, +, sqrt, /)
 //   y[i]  = x[i] * scale, or (x[i] * scale) * gamma[i]
-// Against the IR (sequential sum of rounded squares) the difference is in the summation order
-// only: |y - y_ir| <= ~(n/16 + 4) ulp relative in scale, tested within 1e-6 relative of a double
-// reference.
+// Against the IR (sequential sum of rounded squares, no FMA) the difference is the summation
+// order only. Tested (test_kernels_norm): within 1e-6 relative of a double reference (2.1e-7
+// measured, n up to 2049) and within 2e-6 of the IR's RMSNorm kernel (8.5e-7 measured).
 #pragma once
 
 #include <cstdint>

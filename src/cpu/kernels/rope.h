@@ -6,7 +6,10 @@
 //   theta_0 = float(pos); theta_{i+1} = theta_i * theta_scale        (f32, GGML's repeated product)
 //   th_i = freq_scale * (theta_i / ff_i)        (ff_i = freq_factors[i], or 1)
 //   c_i = float(cos(double(th_i))) * attn_factor,  s_i = float(sin(double(th_i))) * attn_factor
-// (cos and sin in double and rounded once, so the table does not depend on libm's float functions).
+// (pow, cos and sin in double and rounded once, so the table does not depend on libm's float
+// functions. GGML and the IR use powf/cosf/sinf, which round differently in rare cases: cos/sin by
+// an ulp now and then; theta_scale for 4 of 4608 (base, n_dims) pairs tried, none of them a
+// common head size, where the kernel's value is the correctly rounded one.)
 // The table holds, for each output dim k < n_dims, C[k] and S[k] such that
 //   y[k] = x[k] * C[k] + x[partner(k)] * S[k]          (two products and one sum, each rounded)
 //   normal: pairs (2i, 2i+1):     C = c_i for both, S[2i] = -s_i, S[2i+1] = s_i

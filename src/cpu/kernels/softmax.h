@@ -9,8 +9,10 @@
 //   y[i]  = e[i] / sum
 // A row whose entries are all -inf gives zeros (as the IR's Softmax). A row containing NaN gives
 // NaN outputs on every ISA (which NaN is unspecified).
-// Against the IR (sequential sum, libm exp, division) the difference is exp's few ulp and the sum
-// order: tested within 2e-6 relative per element of a double reference.
+// Against the IR (sequential sum, libm exp, division) the difference is exp's < 1 ulp and the sum
+// order. Tested (test_kernels_norm): |y - ref| <= 2e-6 (|ref| + 1e-4 max ref) against a double
+// reference (7.7e-7 measured, n up to 4097), and 4e-6 + 5e-7 sqrt(n) against the IR's kernels (the
+// IR's sequential f32 sum carries ~sqrt(n) ulp itself).
 #pragma once
 
 #include <cstdint>
