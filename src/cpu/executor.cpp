@@ -1,6 +1,9 @@
 #include "cpu/executor.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 #include <unordered_map>
@@ -409,8 +412,20 @@ Result<std::vector<ir::Tensor>> Executor::Impl::run(std::span<const ir::Tensor> 
   fallbacks = 0;
   fallback_ops.clear();
   pending.clear();
-  for (Step& s : steps)
-    if (auto st = exec(s, params, state, writable); !st) return st.error();
+  if (profile) {
+    ++profile_runs;
+    for (Step& s : steps) {
+      const auto t0 = std::chrono::steady_clock::now();
+      if (auto st = exec(s, params, state, writable); !st) return st.error();
+      if (s.kind == Kind::constant) continue;
+      auto& e = profile_ops[std::string(s.node->type_name()) + (s.kind == Kind::fallback ? " (reference)" : "")];
+      e.first += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      ++e.second;
+    }
+  } else {
+    for (Step& s : steps)
+      if (auto st = exec(s, params, state, writable); !st) return st.error();
+  }
   std::vector<ir::Tensor> results;
   results.reserve(result_vals.size());
   for (uint32_t v : result_vals) {
@@ -424,13 +439,27 @@ Result<std::vector<ir::Tensor>> Executor::Impl::run(std::span<const ir::Tensor> 
 }
 
 Executor::Executor(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-Executor::~Executor() = default;
+Executor::~Executor() {
+  if (!impl_ || !impl_->profile || impl_->profile_runs == 0) return;
+  std::vector<std::pair<double, std::string>> rows;
+  double total = 0;
+  for (const auto& [op, e] : impl_->profile_ops) rows.emplace_back(e.first, op), total += e.first;
+  std::sort(rows.rbegin(), rows.rend());
+  std::fprintf(stderr, "ggflow profile: %lld runs, %.3f ms per run\n", static_cast<long long>(impl_->profile_runs),
+               1e3 * total / static_cast<double>(impl_->profile_runs));
+  for (const auto& [t, op] : rows)
+    std::fprintf(stderr, "  %-36s %8.3f ms per run  %5.1f%%  (%lld calls)\n", op.c_str(),
+                 1e3 * t / static_cast<double>(impl_->profile_runs), 100 * t / total,
+                 static_cast<long long>(impl_->profile_ops[op].second));
+}
 
 Result<std::unique_ptr<Executor>> Executor::create(const ir::Model& model, const ExecutorOptions& options) {
   auto isa = isa_from_env();
   if (!isa) return isa.error();
   auto impl = std::make_unique<Impl>();
   impl->isa = *isa;
+  const char* prof = std::getenv("GGFLOW_PROFILE");
+  impl->profile = prof && std::string(prof) == "1";
   int threads = options.threads > 0 ? options.threads : static_cast<int>(std::thread::hardware_concurrency());
   impl->pool = std::make_unique<ThreadPool>(std::max(1, threads));
   if (auto s = impl->compile(model); !s) return s.error();

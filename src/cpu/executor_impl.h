@@ -57,6 +57,10 @@ struct Executor::Impl {
   Buffer qbuf, scratch, ibuf, kvbuf, attn_scratch;
   int64_t fallbacks = 0;
   std::map<std::string, int64_t> fallback_ops;
+  // GGFLOW_PROFILE=1: seconds and calls per op (native or fallback), printed when the executor ends.
+  bool profile = false;
+  std::map<std::string, std::pair<double, int64_t>> profile_ops;
+  int64_t profile_runs = 0;
 
   Status compile(const ir::Model& m);
   Result<std::vector<ir::Tensor>> run(std::span<const ir::Tensor> params, std::vector<ir::Tensor>* state,

@@ -16,7 +16,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <cstring>
 #include <limits>
 #include <numeric>
 #include <random>
@@ -26,37 +25,16 @@
 #include "cpu/isa.h"
 #include "cpu/kernels/attention.h"
 #include "ir/attention_row.h"  // the IR's attention row (header-only): the math oracle itself
+#include "sweep.h"
 
 namespace ggflow::cpu {
 namespace {
 
-struct Tally {
-  int passed = 0, failed = 0;
-  void check(bool ok, const std::string& what) {
-    if (ok) {
-      ++passed;
-    } else {
-      ++failed;
-      if (failed <= 25) ADD_FAILURE() << what;
-    }
-  }
-};
-Tally tally;
+using sweep::isa_name;
+using sweep::same_bits;
 
-class PrintTally : public ::testing::Environment {
- public:
-  void TearDown() override {
-    std::string isas;
-    for (Isa i : supported_isas()) isas += " " + std::string(to_string(i));
-    std::printf("test_kernels_attention: %d passed, %d failed (ISAs:%s)\n", tally.passed, tally.failed, isas.c_str());
-  }
-};
-[[maybe_unused]] auto* const env = ::testing::AddGlobalTestEnvironment(new PrintTally);
+sweep::Tally tally("test_kernels_attention");
 
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-std::string isa_name(Isa i) { return std::string(to_string(i)); }
 const float kNaN = std::numeric_limits<float>::quiet_NaN();
 
 // A cache with its storage, every slot NaN until written.
@@ -176,7 +154,7 @@ TEST(KernelsAttention, Sweep) {
                 std::vector<float> o1(Sv, -7.0f);
                 one.out = o1.data();
                 same = same && attention(isa, c.view, one, scratch.data(), static_cast<int64_t>(scratch.size())).ok() &&
-                       std::memcmp(o1.data(), twin.data() + i * os, Sv * sizeof(float)) == 0;
+                       same_bits(o1.data(), twin.data() + i * os, Sv);
               }
               tally.check(same, tag + " " + isa_name(isa) + " alone != in group");
             }
@@ -206,7 +184,7 @@ TEST(KernelsAttention, BatchSplitsAndComposition) {
                          k.data(), v.data());
       tally.check(st.ok(), "kv_write");
       const float* back = c.krow(block_indices[block_begins[s] + p / kKvBlock], 1, p % kKvBlock);
-      tally.check(std::memcmp(back, k.data() + S, S * sizeof(float)) == 0, "kv_write lands in the block layout");
+      tally.check(same_bits(back, k.data() + S, S), "kv_write lands in the block layout");
     }
   std::vector<float> q(T * q_heads * S);
   for (float& f : q) f = nd01(rng);
@@ -240,7 +218,7 @@ TEST(KernelsAttention, BatchSplitsAndComposition) {
         one.q = q.data() + t * q_heads * S, one.out = o.data(), one.tokens = 1;
         one.positions = positions.data() + t, one.seq = seq.data() + t;
         same = same && attention_rows(isa, c.view, one, 0, kv_heads, scratch.data(), sf).ok() &&
-               std::memcmp(o.data(), twin.data() + t * q_heads * S, o.size() * sizeof(float)) == 0;
+               same_bits(o.data(), twin.data() + t * q_heads * S, static_cast<int64_t>(o.size()));
       }
       tally.check(same, "batch " + isa_name(isa) + ": token alone != in batch, window " + std::to_string(window));
     }

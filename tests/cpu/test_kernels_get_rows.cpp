@@ -13,32 +13,15 @@
 #include "cpu/isa.h"
 #include "cpu/kernels/get_rows.h"
 #include "gguf/dequant.h"
+#include "sweep.h"
 
 namespace ggflow::cpu {
 namespace {
 
-struct Tally {
-  int passed = 0, failed = 0;
-  void check(bool ok, const std::string& what) {
-    if (ok) {
-      ++passed;
-    } else {
-      ++failed;
-      if (failed <= 25) ADD_FAILURE() << what;
-    }
-  }
-};
-Tally tally;
+using sweep::isa_name;
+using sweep::same_bits;
 
-class PrintTally : public ::testing::Environment {
- public:
-  void TearDown() override {
-    std::string isas;
-    for (Isa i : supported_isas()) isas += " " + std::string(to_string(i));
-    std::printf("test_kernels_get_rows: %d passed, %d failed (ISAs:%s)\n", tally.passed, tally.failed, isas.c_str());
-  }
-};
-[[maybe_unused]] auto* const env = ::testing::AddGlobalTestEnvironment(new PrintTally);
+sweep::Tally tally("test_kernels_get_rows");
 
 using gguf::GgmlType;
 
@@ -94,12 +77,12 @@ TEST(KernelsGetRows, AllTypes) {
           tally.check(get_rows(isa, rt, idx.data(), y.data(), ys, 0, R).ok(), tag + ": get_rows failed");
           bool same = true;
           for (int64_t r = 0; r < R; ++r)
-            same = same && std::memcmp(y.data() + r * ys, all.data() + idx[r] * row_elems, row_elems * sizeof(float)) == 0;
-          tally.check(same, tag + " " + std::string(to_string(isa)) + ": rows != gguf::dequantize");
+            same = same && same_bits(y.data() + r * ys, all.data() + idx[r] * row_elems, row_elems);
+          tally.check(same, tag + " " + isa_name(isa) + ": rows != gguf::dequantize");
           bool ok = get_rows(isa, rt, idx.data(), split.data(), ys, 0, 2).ok() &&
                     get_rows(isa, rt, idx.data(), split.data(), ys, 2, R).ok();
-          tally.check(ok && std::memcmp(split.data(), y.data(), y.size() * sizeof(float)) == 0,
-                      tag + " " + std::string(to_string(isa)) + ": row split differs");
+          tally.check(ok && same_bits(split, y),
+                      tag + " " + isa_name(isa) + ": row split differs");
         }
       }
     }

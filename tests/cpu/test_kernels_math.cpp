@@ -25,38 +25,20 @@
 #include "cpu/kernels/act.h"
 #include "cpu/kernels/elementwise.h"
 #include "cpu/kernels/math.h"
-#include "ir/op_registry.h"
 #include "ir/ops.h"
+#include "sweep.h"
 
 namespace ggflow::cpu {
 namespace {
 
-struct Tally {
-  int passed = 0, failed = 0;
-  void check(bool ok, const std::string& what) {
-    if (ok) {
-      ++passed;
-    } else {
-      ++failed;
-      if (failed <= 25) ADD_FAILURE() << what;
-    }
-  }
-};
-Tally tally;
+using sweep::isa_name;
+using sweep::ir_eval;
+using sweep::param;
+using sweep::same_bits;
+using sweep::tensor;
+using sweep::uniform_floats;
 
-class PrintTally : public ::testing::Environment {
- public:
-  void TearDown() override {
-    std::string isas;
-    for (Isa i : supported_isas()) isas += " " + std::string(to_string(i));
-    std::printf("test_kernels_math: %d passed, %d failed (ISAs:%s)\n", tally.passed, tally.failed, isas.c_str());
-  }
-};
-[[maybe_unused]] auto* const env = ::testing::AddGlobalTestEnvironment(new PrintTally);
-
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
+sweep::Tally tally("test_kernels_math");
 
 double ulp_of(double r) {
   r = std::fabs(r);
@@ -178,7 +160,7 @@ TEST(KernelsMath, SpecialValues) {
     for (float x : special_values())
       if (std::isnan(x)) {
         const float y = f.scalar(x);
-        tally.check(std::memcmp(&x, &y, 4) == 0, std::string(f.name) + ": NaN input not returned unchanged");
+        tally.check(same_bits(&x, &y, 1), std::string(f.name) + ": NaN input not returned unchanged");
       }
 }
 
@@ -200,11 +182,11 @@ TEST(KernelsMath, SimdEqualsTwin) {
     for (Isa isa : supported_isas()) {
       std::vector<float> got(x.size());
       f.array(isa, x.data(), got.data(), static_cast<int64_t>(x.size()));
-      tally.check(same_bits(got, want), std::string(f.name) + " " + std::string(to_string(isa)) + " != scalar twin");
+      tally.check(same_bits(got, want), std::string(f.name) + " " + isa_name(isa) + " != scalar twin");
       for (int64_t n : {1, 3, 7, 8, 9, 15, 16, 17, 31, 33}) {  // tails at every offset
         std::vector<float> g2(n), w2(want.begin() + 100, want.begin() + 100 + n);
         f.array(isa, x.data() + 100, g2.data(), n);
-        tally.check(same_bits(g2, w2), std::string(f.name) + " " + std::string(to_string(isa)) + " tail n=" + std::to_string(n));
+        tally.check(same_bits(g2, w2), std::string(f.name) + " " + isa_name(isa) + " tail n=" + std::to_string(n));
       }
     }
   }
@@ -217,30 +199,6 @@ struct Shape {
 const Shape kShapes[] = {{1, 1}, {1, 3}, {1, 7}, {1, 8},   {1, 9},   {1, 15},  {1, 16}, {1, 17}, {2, 31},
                          {3, 33}, {1, 64}, {5, 100}, {2, 255}, {3, 576}, {1, 1000}, {4, 2049}};
 
-std::vector<float> randv(size_t n, std::mt19937& rng, float lo, float hi) {
-  std::uniform_real_distribution<float> d(lo, hi);
-  std::vector<float> v(n);
-  for (float& f : v) f = d(rng);
-  return v;
-}
-
-// The IR's reference kernel (ir/ops/elementwise.cpp) for node n on `in`: the math oracle.
-std::vector<float> ir_eval(const ir::NodePtr& n, const std::vector<ir::Tensor>& in) {
-  if (n->error()) {
-    ADD_FAILURE() << n->error()->what;
-    return {};
-  }
-  auto r = ir::op_def(n->type()).eval(*n, in);
-  if (!r) {
-    ADD_FAILURE() << r.error().what;
-    return {};
-  }
-  return (*r)[0].to_f32();
-}
-ir::NodePtr param(std::vector<int64_t> shape) { return ir::ops::parameter(ir::ElementType::f32, ir::Shape::from(shape), "p"); }
-ir::Tensor tensor(std::vector<int64_t> shape, const std::vector<float>& v) {
-  return ir::Tensor::from_f32(ir::ElementType::f32, std::move(shape), v);
-}
 // act over [rows, n] (and, for a GLU, Multiply by u) in the IR.
 std::vector<float> ir_act(Act act, bool glu_form, int64_t rows, int64_t n, const std::vector<float>& x,
                           const std::vector<float>& u) {
@@ -264,7 +222,7 @@ TEST(KernelsMath, ActivationSweep) {
     for (const Shape& s : kShapes)
       for (bool glu_form : {false, true}) {
         const int64_t xs = s.n + 3, us = s.n + 5, ys = s.n + 1;  // strided rows
-        std::vector<float> x = randv(s.rows * xs, rng, -8.0f, 8.0f), u = randv(s.rows * us, rng, -2.0f, 2.0f);
+        std::vector<float> x = uniform_floats(s.rows * xs, rng, -8.0f, 8.0f), u = uniform_floats(s.rows * us, rng, -2.0f, 2.0f);
         auto run = [&](Isa isa, int64_t r0, int64_t r1, std::vector<float>& y) {
           if (glu_form) glu(isa, a.act, x.data(), xs, u.data(), us, y.data(), ys, s.n, r0, r1);
           else activation(isa, a.act, x.data(), xs, y.data(), ys, s.n, r0, r1);
@@ -292,25 +250,25 @@ TEST(KernelsMath, ActivationSweep) {
         for (Isa isa : supported_isas()) {
           std::vector<float> y(s.rows * ys, 0.0f);
           run(isa, 0, s.rows, y);
-          tally.check(same_bits(y, twin), tag + " " + std::string(to_string(isa)) + " != twin");
+          tally.check(same_bits(y, twin), tag + " " + isa_name(isa) + " != twin");
           std::vector<float> split(s.rows * ys, 0.0f);  // rows split in two ranges
           const int64_t mid = s.rows / 2;
           run(isa, 0, mid, split);
           run(isa, mid, s.rows, split);
-          tally.check(same_bits(split, twin), tag + " " + std::string(to_string(isa)) + " row split differs");
+          tally.check(same_bits(split, twin), tag + " " + isa_name(isa) + " row split differs");
         }
       }
   std::printf("  activations: twin vs IR reference kernels, max relative error %.3g (bound 2e-6)\n", worst_ir);
   // in place
   for (Isa isa : supported_isas()) {
-    std::vector<float> x = randv(37, rng, -5.0f, 5.0f), want(37), y = x;
+    std::vector<float> x = uniform_floats(37, rng, -5.0f, 5.0f), want(37), y = x;
     activation(Isa::scalar, Act::gelu_tanh, x.data(), 0, want.data(), 0, 37, 0, 1);
     activation(isa, Act::gelu_tanh, y.data(), 0, y.data(), 0, 37, 0, 1);
-    tally.check(same_bits(y, want), "in-place activation " + std::string(to_string(isa)));
-    std::vector<float> g = randv(37, rng, -5.0f, 5.0f), u = randv(37, rng, -5.0f, 5.0f), w2(37);
+    tally.check(same_bits(y, want), "in-place activation " + isa_name(isa));
+    std::vector<float> g = uniform_floats(37, rng, -5.0f, 5.0f), u = uniform_floats(37, rng, -5.0f, 5.0f), w2(37);
     swiglu(Isa::scalar, g.data(), u.data(), w2.data(), 37);
     swiglu(isa, g.data(), u.data(), g.data(), 37);
-    tally.check(same_bits(g, w2), "in-place swiglu " + std::string(to_string(isa)));
+    tally.check(same_bits(g, w2), "in-place swiglu " + isa_name(isa));
   }
 }
 
@@ -321,8 +279,8 @@ TEST(KernelsMath, ElementwiseSweep) {
       for (bool bcast : {false, true}) {
         if (op == 2 && bcast) continue;
         const int64_t as = s.n + 2, bs = bcast ? 0 : s.n + 4, ys = s.n;
-        std::vector<float> a = randv(s.rows * as, rng, -100.0f, 100.0f);
-        std::vector<float> b = randv(bcast ? s.n : s.rows * bs, rng, -100.0f, 100.0f);
+        std::vector<float> a = uniform_floats(s.rows * as, rng, -100.0f, 100.0f);
+        std::vector<float> b = uniform_floats(bcast ? s.n : s.rows * bs, rng, -100.0f, 100.0f);
         const float sc = 0.125f * 3.0f + 1e-3f;
         auto run = [&](Isa isa, int64_t r0, int64_t r1, std::vector<float>& y) {
           if (op == 0) binary(isa, Binary::add, a.data(), as, b.data(), bs, y.data(), ys, s.n, r0, r1);
@@ -349,15 +307,15 @@ TEST(KernelsMath, ElementwiseSweep) {
         if (op == 2) ir = ir_eval(ir::ops::multiply(param({s.rows, s.n}), param({1})), {tensor({s.rows, s.n}, ap), tensor({1}, {sc})});
         bool ir_equal = ir.size() == static_cast<size_t>(s.rows * s.n);  // one IEEE op each: equal bits
         for (int64_t r = 0; ir_equal && r < s.rows; ++r)
-          ir_equal = std::memcmp(ir.data() + r * s.n, twin.data() + r * ys, s.n * sizeof(float)) == 0;
+          ir_equal = same_bits(ir.data() + r * s.n, twin.data() + r * ys, s.n);
         tally.check(ir_equal, tag + ": twin != IR");
         for (Isa isa : supported_isas()) {
           std::vector<float> y(s.rows * ys), split(s.rows * ys);
           run(isa, 0, s.rows, y);
-          tally.check(same_bits(y, twin), tag + " " + std::string(to_string(isa)) + " != twin");
+          tally.check(same_bits(y, twin), tag + " " + isa_name(isa) + " != twin");
           run(isa, 0, 1, split);
           run(isa, 1, s.rows, split);
-          tally.check(same_bits(split, twin), tag + " " + std::string(to_string(isa)) + " row split differs");
+          tally.check(same_bits(split, twin), tag + " " + isa_name(isa) + " row split differs");
         }
       }
 }

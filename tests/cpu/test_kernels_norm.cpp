@@ -10,7 +10,6 @@
 #include <cmath>
 #include <cstdio>
 #include <algorithm>
-#include <cstring>
 #include <limits>
 #include <optional>
 #include <random>
@@ -20,67 +19,20 @@
 #include "cpu/isa.h"
 #include "cpu/kernels/norm.h"
 #include "cpu/kernels/softmax.h"
-#include "ir/op_registry.h"
 #include "ir/ops.h"
+#include "sweep.h"
 
 namespace ggflow::cpu {
 namespace {
 
-struct Tally {
-  int passed = 0, failed = 0;
-  void check(bool ok, const std::string& what) {
-    if (ok) {
-      ++passed;
-    } else {
-      ++failed;
-      if (failed <= 25) ADD_FAILURE() << what;
-    }
-  }
-};
-Tally tally;
+using sweep::ir_eval;
+using sweep::isa_name;
+using sweep::normal_floats;
+using sweep::param;
+using sweep::same_bits;
+using sweep::tensor;
 
-class PrintTally : public ::testing::Environment {
- public:
-  void TearDown() override {
-    std::string isas;
-    for (Isa i : supported_isas()) isas += " " + std::string(to_string(i));
-    std::printf("test_kernels_norm: %d passed, %d failed (ISAs:%s)\n", tally.passed, tally.failed, isas.c_str());
-  }
-};
-[[maybe_unused]] auto* const env = ::testing::AddGlobalTestEnvironment(new PrintTally);
-
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
-std::vector<float> randv(size_t n, std::mt19937& rng, float sigma) {
-  std::normal_distribution<float> d(0.0f, sigma);
-  std::vector<float> v(n);
-  for (float& f : v) f = d(rng);
-  return v;
-}
-
-std::string isa_name(Isa i) { return std::string(to_string(i)); }
-
-// The IR's reference kernel for node n (built on parameters) on the values `in`: the math oracle.
-std::vector<float> ir_eval(const ir::NodePtr& n, const std::vector<ir::Tensor>& in) {
-  if (n->error()) {
-    ADD_FAILURE() << n->error()->what;
-    return {};
-  }
-  auto r = ir::op_def(n->type()).eval(*n, in);
-  if (!r) {
-    ADD_FAILURE() << r.error().what;
-    return {};
-  }
-  return (*r)[0].to_f32();
-}
-ir::NodePtr param(std::vector<int64_t> shape, ir::ElementType t = ir::ElementType::f32) {
-  return ir::ops::parameter(t, ir::Shape::from(shape), "p");
-}
-ir::Tensor tensor(std::vector<int64_t> shape, const std::vector<float>& v) {
-  return ir::Tensor::from_f32(ir::ElementType::f32, std::move(shape), v);
-}
+sweep::Tally tally("test_kernels_norm");
 
 // ---- RMSNorm
 // Bounds: |y - y_double| <= 1e-6 |y_double| + 1e-30 per element (16 partial sums keep the sum's
@@ -98,7 +50,7 @@ TEST(KernelsNorm, RmsNormSweep) {
         for (float sigma : {1e-3f, 1.0f, 300.0f}) {
           const float eps = sigma < 1e-2f ? 1e-6f : 1e-5f;
           const int64_t xs = n + 3, ys = n + 1;
-          std::vector<float> x = randv(rows * xs, rng, sigma), g = randv(n, rng, 1.0f);
+          std::vector<float> x = normal_floats(rows * xs, rng, sigma), g = normal_floats(n, rng, 1.0f);
           const float* gamma = with_gamma ? g.data() : nullptr;
           std::vector<float> twin(rows * ys, 0.0f);
           rmsnorm(Isa::scalar, x.data(), xs, gamma, eps, twin.data(), ys, n, 0, rows);
@@ -141,7 +93,7 @@ TEST(KernelsNorm, RmsNormSweep) {
               worst_twin, worst_ir, kRmsBound, 2 * kRmsBound);
   // in place, one row
   for (Isa isa : supported_isas()) {
-    std::vector<float> x = randv(77, rng, 2.0f), want(77), g = randv(77, rng, 1.0f);
+    std::vector<float> x = normal_floats(77, rng, 2.0f), want(77), g = normal_floats(77, rng, 1.0f);
     rmsnorm(Isa::scalar, x.data(), 0, g.data(), 1e-6f, want.data(), 0, 77, 0, 1);
     rmsnorm(isa, x.data(), 0, g.data(), 1e-6f, x.data(), 0, 77, 0, 1);
     tally.check(same_bits(x, want), "rmsnorm in place " + isa_name(isa));
@@ -164,7 +116,7 @@ TEST(KernelsNorm, SoftmaxSweep) {
       for (int mask_kind = 0; mask_kind < 4; ++mask_kind)  // none, causal (-inf), random additive, one all -inf row
         for (float scale : {1.0f, 0.125f}) {
           const int64_t xs = n + 2, ys = n, ms = mask_kind == 2 ? n : n + 1;
-          std::vector<float> x = randv(rows * xs, rng, 4.0f), mask(rows * ms, 0.0f);
+          std::vector<float> x = normal_floats(rows * xs, rng, 4.0f), mask(rows * ms, 0.0f);
           for (int64_t r = 0; r < rows; ++r)
             for (int64_t i = 0; i < n; ++i) {
               float& m = mask[r * ms + i];
@@ -229,7 +181,7 @@ TEST(KernelsNorm, SoftmaxSweep) {
   std::printf("  softmax: max relative error twin vs double %.3g (bound 2e-6), twin vs IR kernels %.3g (bound "
               "4e-6 + 5e-7 sqrt(n); worst at %.2f of it)\n", worst_twin, worst_ir, worst_ir_ratio);
   for (Isa isa : supported_isas()) {  // in place, shared mask row
-    std::vector<float> x = randv(3 * 45, rng, 3.0f), m = randv(45, rng, 1.0f), want(3 * 45);
+    std::vector<float> x = normal_floats(3 * 45, rng, 3.0f), m = normal_floats(45, rng, 1.0f), want(3 * 45);
     softmax(Isa::scalar, x.data(), 45, m.data(), 0, 0.5f, want.data(), 45, 45, 0, 3);
     softmax(isa, x.data(), 45, m.data(), 0, 0.5f, x.data(), 45, 45, 0, 3);
     tally.check(same_bits(x, want), "softmax in place " + isa_name(isa));

@@ -17,38 +17,16 @@
 
 #include "cpu/isa.h"
 #include "cpu/kernels/rope.h"
-#include "ir/op_registry.h"
 #include "ir/ops.h"
+#include "sweep.h"
 
 namespace ggflow::cpu {
 namespace {
 
-struct Tally {
-  int passed = 0, failed = 0;
-  void check(bool ok, const std::string& what) {
-    if (ok) {
-      ++passed;
-    } else {
-      ++failed;
-      if (failed <= 25) ADD_FAILURE() << what;
-    }
-  }
-};
-Tally tally;
+using sweep::isa_name;
+using sweep::same_bits;
 
-class PrintTally : public ::testing::Environment {
- public:
-  void TearDown() override {
-    std::string isas;
-    for (Isa i : supported_isas()) isas += " " + std::string(to_string(i));
-    std::printf("test_kernels_rope: %d passed, %d failed (ISAs:%s)\n", tally.passed, tally.failed, isas.c_str());
-  }
-};
-[[maybe_unused]] auto* const env = ::testing::AddGlobalTestEnvironment(new PrintTally);
-
-bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
+sweep::Tally tally("test_kernels_rope");
 
 // The IR's RoPE kernel (ir/ops/rope.cpp) on x [T, H, S], evaluated: the math oracle.
 std::vector<float> ir_rope(const RopeParams& a, const std::vector<float>& x, const std::vector<int32_t>& pos, int64_t H,
@@ -68,16 +46,9 @@ std::vector<float> ir_rope(const RopeParams& a, const std::vector<float>& x, con
   } else {
     n = ir::ops::rope(px, pp, at);
   }
-  if (n->error()) {
-    ADD_FAILURE() << n->error()->what;
-    return std::vector<float>(x.size(), 0.0f);
-  }
-  auto r = ir::op_def(n->type()).eval(*n, in);
-  if (!r) {
-    ADD_FAILURE() << r.error().what;
-    return std::vector<float>(x.size(), 0.0f);
-  }
-  return (*r)[0].to_f32();
+  std::vector<float> y = sweep::ir_eval(n, in);
+  if (y.empty()) y.assign(x.size(), 0.0f);  // the error failed the test
+  return y;
 }
 
 TEST(KernelsRope, Sweep) {
@@ -132,13 +103,13 @@ TEST(KernelsRope, Sweep) {
               for (Isa isa : supported_isas()) {
                 std::vector<float> y(T * ys), split(T * ys);
                 (void)rope(isa, p, x.data(), xs, y.data(), ys, pos.data(), H, S, 0, T);
-                tally.check(same_bits(y, twin), tag + " " + std::string(to_string(isa)) + " != twin");
+                tally.check(same_bits(y, twin), tag + " " + isa_name(isa) + " != twin");
                 (void)rope(isa, p, x.data(), xs, split.data(), ys, pos.data(), H, S, 0, 2);
                 (void)rope(isa, p, x.data(), xs, split.data(), ys, pos.data(), H, S, 2, T);
-                tally.check(same_bits(split, twin), tag + " " + std::string(to_string(isa)) + " token split differs");
+                tally.check(same_bits(split, twin), tag + " " + isa_name(isa) + " token split differs");
                 std::vector<float> inplace = packed;  // in place on packed rows
                 (void)rope(isa, p, inplace.data(), ys, inplace.data(), ys, pos.data(), H, S, 0, T);
-                tally.check(same_bits(inplace, twin), tag + " " + std::string(to_string(isa)) + " in place differs");
+                tally.check(same_bits(inplace, twin), tag + " " + isa_name(isa) + " in place differs");
               }
             }
   std::printf("  rope: twin vs IR RoPE kernel, max |dy| / (|x0| + |x1|) = %.3g (bound 1e-6)\n", worst);

@@ -1,0 +1,167 @@
+// Rough single-thread timings of the matmul kernels (not a test: skipped unless
+// GGFLOW_MATMUL_BENCH=1). Run:
+//   GGFLOW_MATMUL_BENCH=1 ./build/tests/cpu/test_matmul_bench
+// GEMV: GB/s of weights streamed, "hot" (one matrix, cache-resident when small) and "cold"
+// (rotating over copies totalling > 128 MiB, so weights come from DRAM, as in a real decode step).
+// GEMM: T = 64 tokens, GMAC/s and the equivalent tokens/s for that one matrix.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "cpu/isa.h"
+#include "cpu/kernels/matmul.h"
+#include "cpu/kernels/quant_act.h"
+#include "gguf/dequant.h"
+
+namespace ggflow::cpu {
+namespace {
+
+using gguf::GgmlType;
+using Clock = std::chrono::steady_clock;
+
+bool enabled() {
+  const char* e = std::getenv("GGFLOW_MATMUL_BENCH");
+  return e && *e && std::string(e) != "0";
+}
+
+// Random valid weights: random bytes with small f16 scales in every f16 field position we know.
+std::vector<uint8_t> make_weights(GgmlType t, int64_t N, int64_t K) {
+  const auto& tr = gguf::traits(t);
+  const size_t wrb = static_cast<size_t>(K / tr.block_size) * tr.type_size;
+  std::vector<uint8_t> w(wrb * N);
+  std::mt19937 rng(1);
+  for (auto& b : w) b = static_cast<uint8_t>(rng());
+  const uint16_t h = gguf::f32_to_f16(0.01f);
+  for (size_t b = 0; b < w.size() / tr.type_size; ++b) {
+    uint8_t* p = w.data() + b * tr.type_size;
+    auto put = [&](size_t off) { std::memcpy(p + off, &h, 2); };
+    switch (t) {
+      case GgmlType::Q4_0: case GgmlType::Q5_0: case GgmlType::Q8_0: put(0); break;
+      case GgmlType::Q4_1: case GgmlType::Q5_1: case GgmlType::Q4_K: case GgmlType::Q5_K: put(0); put(2); break;
+      case GgmlType::Q6_K: put(208); break;
+      default: break;
+    }
+  }
+  return w;
+}
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+void bench_gemv(GgmlType t, int64_t N, int64_t K) {
+  const auto& tr = gguf::traits(t);
+  const size_t wrb = static_cast<size_t>(K / tr.block_size) * tr.type_size;
+  const std::vector<uint8_t> w = make_weights(t, N, K);
+  const size_t bytes = w.size();
+  const int copies = static_cast<int>(std::max<size_t>(2, (128u << 20) / bytes + 1));
+  std::vector<std::vector<uint8_t>> cold(copies, w);
+  std::vector<float> x(K), c(N);
+  std::mt19937 rng(2);
+  std::normal_distribution<float> nd;
+  for (float& v : x) v = nd(rng);
+  for (Isa isa : supported_isas()) {
+    std::vector<uint8_t> xq(quant_act_row_bytes(t, K));
+    ASSERT_TRUE(quantize_act(isa, t, x.data(), K, xq.data()));
+    const int reps = isa == Isa::scalar ? 2 : std::max(4, static_cast<int>((64u << 20) / bytes));
+    // Best of 5 batches (the machine is shared; the best batch is the least disturbed).
+    double hot = 1e30, cld = 1e30;
+    int next = 0;
+    for (int batch = 0; batch < 5; ++batch) {
+      auto t0 = Clock::now();
+      for (int r = 0; r < reps; ++r)
+        ASSERT_TRUE(matmul(isa, t, w.data(), wrb, K, xq.data(), xq.size(), 1, c.data(), N, 0, N));
+      hot = std::min(hot, seconds_since(t0) / reps);
+      t0 = Clock::now();
+      for (int r = 0; r < reps; ++r, next = (next + 1) % copies)
+        ASSERT_TRUE(matmul(isa, t, cold[next].data(), wrb, K, xq.data(), xq.size(), 1, c.data(), N, 0, N));
+      cld = std::min(cld, seconds_since(t0) / reps);
+    }
+    std::printf("GEMV %-5s N=%-6lld K=%-5lld %-6s  hot %7.2f GB/s (%8.1f us)   cold %7.2f GB/s (%8.1f us)\n",
+                std::string(tr.name).c_str(), static_cast<long long>(N), static_cast<long long>(K),
+                std::string(to_string(isa)).c_str(), bytes / hot * 1e-9, hot * 1e6, bytes / cld * 1e-9, cld * 1e6);
+  }
+}
+
+void bench_gemm(GgmlType t, int64_t N, int64_t K, int64_t T) {
+  const auto& tr = gguf::traits(t);
+  const size_t wrb = static_cast<size_t>(K / tr.block_size) * tr.type_size;
+  const std::vector<uint8_t> w = make_weights(t, N, K);
+  std::vector<float> x(T * K), c(T * N);
+  std::mt19937 rng(3);
+  std::normal_distribution<float> nd;
+  for (float& v : x) v = nd(rng);
+  for (Isa isa : supported_isas()) {
+    if (isa == Isa::scalar) continue;
+    const size_t xrb = quant_act_row_bytes(t, K);
+    std::vector<uint8_t> xq(xrb * T);
+    ASSERT_TRUE(quantize_act_rows(isa, t, x.data(), K, T, K, xq.data(), xrb));
+    const int reps = 5;
+    double s = 1e30, q = 1e30;
+    for (int batch = 0; batch < 5; ++batch) {
+      auto t0 = Clock::now();
+      for (int r = 0; r < reps; ++r)
+        ASSERT_TRUE(matmul(isa, t, w.data(), wrb, K, xq.data(), xrb, T, c.data(), N, 0, N));
+      s = std::min(s, seconds_since(t0) / reps);
+      t0 = Clock::now();
+      for (int r = 0; r < reps; ++r) ASSERT_TRUE(quantize_act_rows(isa, t, x.data(), K, T, K, xq.data(), xrb));
+      q = std::min(q, seconds_since(t0) / reps);
+    }
+    std::printf("GEMM %-5s N=%-6lld K=%-5lld T=%-3lld %-6s  %7.1f GMAC/s  (%8.1f us, %8.0f tokens/s; quantize %.1f us)\n",
+                std::string(tr.name).c_str(), static_cast<long long>(N), static_cast<long long>(K),
+                static_cast<long long>(T), std::string(to_string(isa)).c_str(),
+                static_cast<double>(N) * K * T / s * 1e-9, s * 1e6, T / s, q * 1e6);
+  }
+}
+
+// Baseline: one thread reading 256 MiB (plain loop, the compiler vectorizes it).
+void bench_read() {
+  std::vector<uint64_t> a((256u << 20) / 8, 1);
+  double best = 1e30;
+  uint64_t sum = 0;
+  for (int r = 0; r < 5; ++r) {
+    const auto t0 = Clock::now();
+    uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    for (size_t i = 0; i < a.size(); i += 4) {
+      s0 += a[i];
+      s1 += a[i + 1];
+      s2 += a[i + 2];
+      s3 += a[i + 3];
+    }
+    sum += s0 + s1 + s2 + s3;
+    best = std::min(best, seconds_since(t0));
+  }
+  std::printf("DRAM read, one thread: %.2f GB/s (checksum %llu)\n", a.size() * 8 / best * 1e-9,
+              static_cast<unsigned long long>(sum));
+}
+
+TEST(MatmulBench, Gemv) {
+  if (!enabled()) GTEST_SKIP() << "set GGFLOW_MATMUL_BENCH=1";
+  bench_read();
+  bench_gemv(GgmlType::Q4_1, 1536, 576);
+  bench_gemv(GgmlType::Q4_1, 576, 1536);
+  bench_gemv(GgmlType::Q8_0, 49152, 576);
+  bench_gemv(GgmlType::Q4_K, 640, 2048);
+  bench_gemv(GgmlType::Q6_K, 640, 2048);
+  bench_gemv(GgmlType::Q5_0, 2048, 640);
+  bench_gemv(GgmlType::F16, 576, 576);
+}
+
+TEST(MatmulBench, Gemm) {
+  if (!enabled()) GTEST_SKIP() << "set GGFLOW_MATMUL_BENCH=1";
+  bench_gemm(GgmlType::Q4_1, 1536, 576, 64);
+  bench_gemm(GgmlType::Q4_1, 576, 1536, 64);
+  bench_gemm(GgmlType::Q8_0, 4096, 576, 64);
+  bench_gemm(GgmlType::Q4_K, 640, 2048, 64);
+  bench_gemm(GgmlType::Q6_K, 640, 2048, 64);
+  bench_gemm(GgmlType::Q5_0, 2048, 640, 64);
+  bench_gemm(GgmlType::F32, 576, 576, 64);
+}
+
+}  // namespace
+}  // namespace ggflow::cpu
