@@ -374,6 +374,7 @@ Status Executor::Impl::exec(Step& s, std::span<const ir::Tensor> params, std::ve
     case Kind::fallback: done = false; break;
   }
   if (!st) return st;
+  s.fell_back = !done;
   if (!done) return fallback(s);
   return {};
 }
@@ -418,7 +419,7 @@ Result<std::vector<ir::Tensor>> Executor::Impl::run(std::span<const ir::Tensor> 
       const auto t0 = std::chrono::steady_clock::now();
       if (auto st = exec(s, params, state, writable); !st) return st.error();
       if (s.kind == Kind::constant) continue;
-      auto& e = profile_ops[std::string(s.node->type_name()) + (s.kind == Kind::fallback ? " (reference)" : "")];
+      auto& e = profile_ops[std::string(s.node->type_name()) + (s.fell_back ? " (reference)" : "")];
       e.first += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       ++e.second;
     }

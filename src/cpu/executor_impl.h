@@ -40,6 +40,7 @@ struct Step {
   const uint8_t* weight = nullptr;
   size_t w_row_bytes = 0;
   int64_t N = 0, K = 0;
+  bool fell_back = false;    // the last run used the reference kernel
 };
 
 struct Executor::Impl {

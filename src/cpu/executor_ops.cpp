@@ -122,6 +122,18 @@ Status Executor::Impl::binary(Step& s, bool* done) {
     return true;
   };
   int64_t n = 0, bs = 0;
+  if (a->numel() == 1 && b->numel() > 1) std::swap(a, b);  // add and mul commute exactly
+  if (b->numel() == 1 && b->rank <= a->rank && a->rank > 0) {  // a scalar: broadcast as a row of it
+    n = a->dim(-1);
+    float* row = reinterpret_cast<float*>(ibuf.ensure(static_cast<size_t>(std::max<int64_t>(n, 1)) * 4));
+    std::fill(row, row + n, *b->as<const float>());
+    const int64_t rows = n ? a->numel() / n : 0;
+    const float* ap = a->as<const float>();
+    Val& y = alloc_out(s, std::span<const int64_t>(a->shape, static_cast<size_t>(a->rank)));
+    float* yp = y.as<float>();
+    pool->parallel_for(rows, 4, [&](int64_t r0, int64_t r1, int) { cpu::binary(isa, op, ap, n, row, 0, yp, n, n, r0, r1); });
+    return {};
+  }
   if (same_shape(*a, *b)) {
     n = a->rank ? a->dim(-1) : 1;
     bs = n;
