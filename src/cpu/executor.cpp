@@ -9,7 +9,7 @@
 #include <unordered_map>
 
 #include "cpu/executor_impl.h"
-#include "cpu/kernels/matmul.h"
+#include "cpu/kernel_registry.h"
 #include "ir/attrs.h"
 #include "ir/kernel_util.h"
 
@@ -20,60 +20,6 @@ namespace {
 bool is_view_kind(Kind k) {
   return k == Kind::reshape || k == Kind::squeeze || k == Kind::unsqueeze || k == Kind::transpose || k == Kind::slice ||
          k == Kind::result || k == Kind::scatter || k == Kind::read_value || k == Kind::fallback;
-}
-
-// The kernel a node gets, from what is known at compile time.
-Kind choose(const ir::Node& n, Step& s) {
-  using ir::OpType;
-  switch (n.type()) {
-    case OpType::Parameter: return Kind::param;
-    case OpType::Constant: return Kind::constant;
-    case OpType::Result: return Kind::result;
-    case OpType::ReadValue: return Kind::read_value;
-    case OpType::Assign: return Kind::assign;
-    case OpType::Reshape: return Kind::reshape;
-    case OpType::Squeeze: return Kind::squeeze;
-    case OpType::Unsqueeze: return Kind::unsqueeze;
-    case OpType::Transpose: return Kind::transpose;
-    case OpType::Slice: return Kind::slice;
-    case OpType::ShapeOf: return Kind::shape_of;
-    case OpType::Convert: {
-      const ir::ElementType from = n.input(0).type(), to = n.attrs<ir::TypeAttrs>().type;
-      return ir::is_integer(from) && ir::is_integer(to) ? Kind::convert : Kind::fallback;
-    }
-    case OpType::MatMul: {
-      const auto& a = n.attrs<ir::MatMulAttrs>();
-      const ir::Node& w = *n.input(1).node;
-      if (a.transpose_a || !a.transpose_b || w.type() != OpType::Constant) return Kind::fallback;
-      const ir::Tensor& t = w.attrs<ir::ConstantAttrs>().value;
-      auto g = ir::to_ggml(t.type());
-      if (!g || t.rank() != 2 || !matmul_supports(*g) || n.input(0).type() != ir::ElementType::f32) return Kind::fallback;
-      s.wtype = *g;
-      s.weight = t.bytes();
-      s.N = t.shape()[0];
-      s.K = t.shape()[1];
-      s.w_row_bytes = ir::byte_size(t.type(), s.K);
-      return Kind::matmul;
-    }
-    case OpType::RMSNorm: return Kind::rmsnorm;
-    case OpType::Add:
-    case OpType::Multiply: return Kind::binary;
-    case OpType::Swish:
-    case OpType::Gelu: return Kind::activation;
-    case OpType::RoPE: return Kind::rope;
-    case OpType::Gather: {
-      const auto& a = n.attrs<ir::GatherAttrs>();
-      const ir::Node& tbl = *n.input(0).node;
-      if (a.axis != 0 || a.batch_dims != 0 || tbl.type() != OpType::Constant) return Kind::fallback;
-      const ir::Tensor& t = tbl.attrs<ir::ConstantAttrs>().value;
-      if (t.rank() != 2 || !(ir::is_block(t.type()) || t.type() == ir::ElementType::f32)) return Kind::fallback;
-      return Kind::gather_rows;
-    }
-    case OpType::PagedAttention: return Kind::paged_attention;
-    case OpType::ScaledDotProductAttention: return Kind::sdpa;
-    case OpType::ScatterUpdate: return Kind::scatter;
-    default: return Kind::fallback;
-  }
 }
 
 bool needs_buffer(Kind k) {
@@ -102,7 +48,7 @@ Status Executor::Impl::compile(const ir::Model& m) {
     if (n.error()) return *n.error();
     Step s;
     s.node = &n;
-    s.kind = choose(n, s);
+    s.kind = choose_kernel(n, s);
     for (const ir::Value& v : n.inputs()) s.in.push_back(steps[step_of.at(v.node.get())].out + static_cast<uint32_t>(v.index));
     s.out = next_val;
     next_val += static_cast<uint32_t>(std::max<size_t>(1, n.n_outputs()));

@@ -1,6 +1,5 @@
-// Rough single-thread timings of the matmul kernels (not a test: skipped unless
-// GGFLOW_MATMUL_BENCH=1). Run:
-//   GGFLOW_MATMUL_BENCH=1 ./build/tests/cpu/test_matmul_bench
+// Rough single-thread timings of the matmul kernels (a benchmark, not a test). Run:
+//   ./build/bench/matmul_kernels
 // GEMV: GB/s of weights streamed, "hot" (one matrix, cache-resident when small) and "cold"
 // (rotating over copies totalling > 128 MiB, so weights come from DRAM, as in a real decode step).
 // GEMM: T = 64 tokens, GMAC/s and the equivalent tokens/s for that one matrix.
@@ -13,8 +12,6 @@
 #include <string>
 #include <vector>
 
-#include <gtest/gtest.h>
-
 #include "cpu/isa.h"
 #include "cpu/kernels/matmul.h"
 #include "cpu/kernels/quant_act.h"
@@ -23,13 +20,16 @@
 namespace ggflow::cpu {
 namespace {
 
+// A failed call is a bug in the benchmark's arguments: say so and stop.
+void must(const Status& s) {
+  if (!s) {
+    std::fprintf(stderr, "matmul_kernels: %s\n", s.error().str().c_str());
+    std::exit(1);
+  }
+}
+
 using gguf::GgmlType;
 using Clock = std::chrono::steady_clock;
-
-bool enabled() {
-  const char* e = std::getenv("GGFLOW_MATMUL_BENCH");
-  return e && *e && std::string(e) != "0";
-}
 
 // Random valid weights: random bytes with small f16 scales in every f16 field position we know.
 std::vector<uint8_t> make_weights(GgmlType t, int64_t N, int64_t K) {
@@ -67,7 +67,7 @@ void bench_gemv(GgmlType t, int64_t N, int64_t K) {
   for (float& v : x) v = nd(rng);
   for (Isa isa : supported_isas()) {
     std::vector<uint8_t> xq(quant_act_row_bytes(t, K));
-    ASSERT_TRUE(quantize_act(isa, t, x.data(), K, xq.data()));
+    must(quantize_act(isa, t, x.data(), K, xq.data()));
     const int reps = isa == Isa::scalar ? 2 : std::max(4, static_cast<int>((64u << 20) / bytes));
     // Best of 5 batches (the machine is shared; the best batch is the least disturbed).
     double hot = 1e30, cld = 1e30;
@@ -75,11 +75,11 @@ void bench_gemv(GgmlType t, int64_t N, int64_t K) {
     for (int batch = 0; batch < 5; ++batch) {
       auto t0 = Clock::now();
       for (int r = 0; r < reps; ++r)
-        ASSERT_TRUE(matmul(isa, t, w.data(), wrb, K, xq.data(), xq.size(), 1, c.data(), N, 0, N));
+        must(matmul(isa, t, w.data(), wrb, K, xq.data(), xq.size(), 1, c.data(), N, 0, N));
       hot = std::min(hot, seconds_since(t0) / reps);
       t0 = Clock::now();
       for (int r = 0; r < reps; ++r, next = (next + 1) % copies)
-        ASSERT_TRUE(matmul(isa, t, cold[next].data(), wrb, K, xq.data(), xq.size(), 1, c.data(), N, 0, N));
+        must(matmul(isa, t, cold[next].data(), wrb, K, xq.data(), xq.size(), 1, c.data(), N, 0, N));
       cld = std::min(cld, seconds_since(t0) / reps);
     }
     std::printf("GEMV %-5s N=%-6lld K=%-5lld %-6s  hot %7.2f GB/s (%8.1f us)   cold %7.2f GB/s (%8.1f us)\n",
@@ -100,16 +100,16 @@ void bench_gemm(GgmlType t, int64_t N, int64_t K, int64_t T) {
     if (isa == Isa::scalar) continue;
     const size_t xrb = quant_act_row_bytes(t, K);
     std::vector<uint8_t> xq(xrb * T);
-    ASSERT_TRUE(quantize_act_rows(isa, t, x.data(), K, T, K, xq.data(), xrb));
+    must(quantize_act_rows(isa, t, x.data(), K, T, K, xq.data(), xrb));
     const int reps = 5;
     double s = 1e30, q = 1e30;
     for (int batch = 0; batch < 5; ++batch) {
       auto t0 = Clock::now();
       for (int r = 0; r < reps; ++r)
-        ASSERT_TRUE(matmul(isa, t, w.data(), wrb, K, xq.data(), xrb, T, c.data(), N, 0, N));
+        must(matmul(isa, t, w.data(), wrb, K, xq.data(), xrb, T, c.data(), N, 0, N));
       s = std::min(s, seconds_since(t0) / reps);
       t0 = Clock::now();
-      for (int r = 0; r < reps; ++r) ASSERT_TRUE(quantize_act_rows(isa, t, x.data(), K, T, K, xq.data(), xrb));
+      for (int r = 0; r < reps; ++r) must(quantize_act_rows(isa, t, x.data(), K, T, K, xq.data(), xrb));
       q = std::min(q, seconds_since(t0) / reps);
     }
     std::printf("GEMM %-5s N=%-6lld K=%-5lld T=%-3lld %-6s  %7.1f GMAC/s  (%8.1f us, %8.0f tokens/s; quantize %.1f us)\n",
@@ -140,8 +140,7 @@ void bench_read() {
               static_cast<unsigned long long>(sum));
 }
 
-TEST(MatmulBench, Gemv) {
-  if (!enabled()) GTEST_SKIP() << "set GGFLOW_MATMUL_BENCH=1";
+void gemv_bench() {
   bench_read();
   bench_gemv(GgmlType::Q4_1, 1536, 576);
   bench_gemv(GgmlType::Q4_1, 576, 1536);
@@ -152,8 +151,7 @@ TEST(MatmulBench, Gemv) {
   bench_gemv(GgmlType::F16, 576, 576);
 }
 
-TEST(MatmulBench, Gemm) {
-  if (!enabled()) GTEST_SKIP() << "set GGFLOW_MATMUL_BENCH=1";
+void gemm_bench() {
   bench_gemm(GgmlType::Q4_1, 1536, 576, 64);
   bench_gemm(GgmlType::Q4_1, 576, 1536, 64);
   bench_gemm(GgmlType::Q8_0, 4096, 576, 64);
@@ -165,3 +163,9 @@ TEST(MatmulBench, Gemm) {
 
 }  // namespace
 }  // namespace ggflow::cpu
+
+int main() {
+  ggflow::cpu::gemv_bench();
+  ggflow::cpu::gemm_bench();
+  return 0;
+}
