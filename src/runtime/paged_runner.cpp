@@ -5,12 +5,12 @@
 namespace ggflow::runtime {
 
 namespace {
-// An integer tensor of `type` from int32 values.
-ir::Tensor ints(ir::ElementType type, std::vector<int64_t> shape, std::span<const int32_t> v) {
-  ir::Tensor t(type, std::move(shape));
+// `t` becomes an integer tensor of `type` and `shape` holding the int32 values `v`; its buffer is
+// reused when the shape is unchanged (decode steps with the same sequences).
+void ints(ir::Tensor& t, ir::ElementType type, std::vector<int64_t> shape, std::span<const int32_t> v) {
+  if (t.empty_handle() || t.type() != type || t.shape() != shape || !t.writable()) t = ir::Tensor(type, std::move(shape));
   if (type == ir::ElementType::i64) std::copy(v.begin(), v.end(), t.data<int64_t>());
   else std::copy(v.begin(), v.end(), t.data<int32_t>());
-  return t;
 }
 }  // namespace
 
@@ -51,14 +51,14 @@ Result<std::unique_ptr<PagedRunner>> PagedRunner::from_model(ir::Model model, in
 Result<LogitsRows> PagedRunner::forward(const ScheduledBatch& b) {
   const int64_t T = b.num_tokens(), B = b.num_seqs(), R = static_cast<int64_t>(b.sampled_tokens_indices.size());
   auto type = [&](size_t i) { return cm_->model().parameters()[cm_->signature().inputs[i]]->out_type(); };
-  inputs_[in_ids_] = ints(type(in_ids_), {T}, b.input_ids);                         // [T]
-  inputs_[in_pos_] = ints(type(in_pos_), {T}, b.position_ids);                      // [T]
-  inputs_[in_past_] = ints(type(in_past_), {B}, b.past_lens);                       // [B]
-  inputs_[in_sb_] = ints(type(in_sb_), {B + 1}, b.subsequence_begins);              // [B+1]
-  inputs_[in_bi_] = ints(type(in_bi_), {static_cast<int64_t>(b.block_indices.size())}, b.block_indices);
-  inputs_[in_bib_] = ints(type(in_bib_), {B + 1}, b.block_indices_begins);          // [B+1]
-  inputs_[in_max_] = ints(type(in_max_), {}, std::span<const int32_t>(&b.max_context_len, 1));
-  inputs_[in_sampled_] = ints(type(in_sampled_), {R}, b.sampled_tokens_indices);    // [R]
+  ints(inputs_[in_ids_], type(in_ids_), {T}, b.input_ids);                          // [T]
+  ints(inputs_[in_pos_], type(in_pos_), {T}, b.position_ids);                       // [T]
+  ints(inputs_[in_past_], type(in_past_), {B}, b.past_lens);                        // [B]
+  ints(inputs_[in_sb_], type(in_sb_), {B + 1}, b.subsequence_begins);               // [B+1]
+  ints(inputs_[in_bi_], type(in_bi_), {static_cast<int64_t>(b.block_indices.size())}, b.block_indices);
+  ints(inputs_[in_bib_], type(in_bib_), {B + 1}, b.block_indices_begins);           // [B+1]
+  ints(inputs_[in_max_], type(in_max_), {}, std::span<const int32_t>(&b.max_context_len, 1));
+  ints(inputs_[in_sampled_], type(in_sampled_), {R}, b.sampled_tokens_indices);     // [R]
   if (auto s = cm_->run(inputs_); !s) return s.error();
   const ir::Tensor& l = cm_->output(out_logits_);                                    // f32 [R, 1, V]
   if (l.type() != ir::ElementType::f32 || l.numel() != R * n_vocab_)
