@@ -55,7 +55,7 @@ struct Executor::Impl {
   std::vector<Buffer> buffers;
   std::vector<std::pair<int, ir::Tensor>> pending;  // Assign writes, committed at the end
   // scratch, grown as needed and kept
-  Buffer qbuf, scratch, ibuf, kvbuf, attn_scratch;
+  Buffer qbuf, scratch, ibuf, kvbuf, attn_scratch, bounds_buf;
   int64_t fallbacks = 0;
   std::map<std::string, int64_t> fallback_ops;
   // GGFLOW_PROFILE=1: seconds and calls per op (native or fallback), printed when the executor ends.

@@ -340,8 +340,21 @@ Status Executor::Impl::paged_attention(Step& s, bool* done) {
   Buffer& sc = attn_scratch;
   float* scr = reinterpret_cast<float*>(sc.ensure(static_cast<size_t>(per * pool->size()) * 4 + 64));
   FirstError err;
-  pool->parallel_for(attention_items(cache, ab), 1, [&](int64_t b, int64_t e, int t) {
-    err.note(attention_rows(isa, cache, ab, b, e, scr + t * per, per));
+  // Items (token, kv head) cost about their key count, which grows along a causal prefill: split
+  // them into one contiguous part per thread of about equal keys (outputs only: no bit changes).
+  const int64_t items = attention_items(cache, ab), parts = std::min<int64_t>(pool->size(), items);
+  int64_t total = 0;
+  for (int64_t t = 0; t < T; ++t) total += (pos[t] + 1) * Hk;
+  int64_t* bounds = reinterpret_cast<int64_t*>(bounds_buf.ensure(static_cast<size_t>(parts + 1) * 8));
+  bounds[0] = 0;
+  for (int64_t p = 1, i = 0, acc = 0; p <= parts; ++p) {
+    const int64_t target = total * p / parts;
+    while (i < items && (acc < target || p == parts)) acc += pos[i / Hk] + 1, ++i;
+    bounds[p] = i;
+  }
+  pool->parallel_for(parts, 1, [&](int64_t b, int64_t e, int t) {
+    for (int64_t p = b; p < e; ++p)
+      if (bounds[p] < bounds[p + 1]) err.note(attention_rows(isa, cache, ab, bounds[p], bounds[p + 1], scr + t * per, per));
   });
   if (err.set) return make_error(n.describe() + ": " + err.status.error().what);
   Val kout = kc, vout = vc;
@@ -424,30 +437,40 @@ Status Executor::Impl::sdpa(Step& s, bool* done) {
   Val& y = alloc_out(s, std::span<const int64_t>(shape, static_cast<size_t>(r)));
   float* out = y.as<float>();
   const float scale = a.scale != 0.0f ? a.scale : 1.0f / std::sqrt(static_cast<float>(S));
-  const int64_t per = attention_scratch_floats(group, Tk);
+  // Consecutive query rows of one kv head run as tiles (attention_queries): each query's bits are
+  // those of attention() on it alone.
+  const int64_t tile = attention_tile_queries(group, Tk);
+  const int64_t per = attention_queries_scratch_floats(tile, group, Tk);
   float* scr = reinterpret_cast<float*>(attn_scratch.ensure(static_cast<size_t>(per * pool->size()) * 4 + 64));
   FirstError err;
   pool->parallel_for(Tq * Hk, 1, [&](int64_t b, int64_t e, int t) {
-    for (int64_t item = b; item < e; ++item) {
-      const int64_t i = item / Hk, g = item % Hk, lo = range[2 * i], hi = range[2 * i + 1];
-      float* o = out + (g * group * Tq + i) * Sv;
-      if (hi <= lo) {  // sees no key: zeros, as the reference
-        for (int64_t h = 0; h < group; ++h) std::memset(o + h * Tq * Sv, 0, static_cast<size_t>(Sv) * 4);
-        continue;
+    AttentionQuery aq[kAttentionTile];
+    for (int64_t g = 0; g < Hk; ++g) {
+      // the items of kv head g in [b, e): query rows i in [i0, i1)
+      const int64_t i0 = b <= g ? 0 : (b - g + Hk - 1) / Hk, i1 = e <= g ? 0 : (e - g + Hk - 1) / Hk;
+      int64_t k = 0;
+      for (int64_t i = i0; i < i1; ++i) {
+        const int64_t lo = range[2 * i], hi = range[2 * i + 1];
+        float* o = out + (g * group * Tq + i) * Sv;
+        if (hi <= lo) {  // sees no key: zeros, as the reference
+          for (int64_t h = 0; h < group; ++h) std::memset(o + h * Tq * Sv, 0, static_cast<size_t>(Sv) * 4);
+          continue;
+        }
+        AttentionQuery& a = aq[k++];
+        a.q = q.as<const float>() + (g * group) * q.stride[r - 3] + i * q.stride[r - 2];
+        a.q_stride = q.stride[r - 3];
+        a.out = o;
+        a.out_stride = Tq * Sv;
+        a.nq = group;
+        a.kv_head = g;
+        a.block_table = table;
+        a.table_len = NB;
+        a.n_keys = hi;
+        a.window = lo > 0 ? hi - lo : 0;
+        a.scale = scale;
+        if (k == tile) err.note(attention_queries(isa, cache, aq, k, scr + t * per, per)), k = 0;
       }
-      AttentionQuery aq;
-      aq.q = q.as<const float>() + (g * group) * q.stride[r - 3] + i * q.stride[r - 2];
-      aq.q_stride = q.stride[r - 3];
-      aq.out = o;
-      aq.out_stride = Tq * Sv;
-      aq.nq = group;
-      aq.kv_head = g;
-      aq.block_table = table;
-      aq.table_len = NB;
-      aq.n_keys = hi;
-      aq.window = lo > 0 ? hi - lo : 0;
-      aq.scale = scale;
-      err.note(attention(isa, cache, aq, scr + t * per, per));
+      if (k > 0) err.note(attention_queries(isa, cache, aq, k, scr + t * per, per));
     }
   });
   if (err.set) return make_error(n.describe() + ": " + err.status.error().what);

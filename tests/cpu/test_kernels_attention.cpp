@@ -7,8 +7,14 @@
 //  - the twin against a double-precision reference and against the IR's f32 attention row
 //    (ir/attention_row.h itself: sequential dot, mul then add, libm exp) within
 //    |out - ref| <= 2e-6 * max|v| per element;
+//  - tiles (attention_queries / attention_rows over consecutive tokens): prefill chunks of 40-49
+//    tokens after 0-39 cached ones (so key ranges and tiles cross 32-token blocks and tile edges),
+//    head sizes 17..300 (300: no transposed path), groups of 1, 3, 4, 8, windows; every query's
+//    bits equal the twin on it alone, whatever the tile composition: all at once, scratch for 1,
+//    2, 3, 5 queries, shuffled order, interleaved with another kv head, sub-ranges starting
+//    anywhere; also arbitrary per-query ranges in one tile (the SDPA case) and empty ranges;
 //  - bad inputs (block ids, short tables, small scratch, kv head) are errors.
-// Also times decode at 4096 keys per ISA (printed, not asserted).
+// Also times decode at 4096 keys and a 256-token prefill per ISA (printed, not asserted).
 // Prints "N passed, N failed".
 #include <gtest/gtest.h>
 
@@ -225,6 +231,278 @@ TEST(KernelsAttention, BatchSplitsAndComposition) {
   }
 }
 
+// A prefill batch (the PagedAttention case with many tokens per sequence): seq 0 new at positions
+// 0..69, seq 1 at 12..56 after 12 cached; attention_rows tiles consecutive tokens of a sequence.
+TEST(KernelsAttention, PrefillBatch) {
+  std::mt19937 rng(12);
+  std::normal_distribution<float> nd01(0.0f, 1.0f);
+  for (int64_t S : {64, 80})
+    for (int64_t group : {1, 3}) {
+      const int64_t kv_heads = 2, q_heads = kv_heads * group, blocks = 6;
+      Cache c(blocks, kv_heads, S, S);
+      const std::vector<int32_t> block_indices = {3, 0, 5, /* seq 1: */ 1, 4};
+      const std::vector<int32_t> block_begins = {0, 3, 5};
+      std::vector<int32_t> seq, positions;
+      for (int32_t p = 0; p < 70; ++p) seq.push_back(0), positions.push_back(p);
+      for (int32_t p = 12; p < 57; ++p) seq.push_back(1), positions.push_back(p);
+      const int64_t T = static_cast<int64_t>(seq.size());
+      for (int s = 0; s < 2; ++s)
+        for (int64_t p = 0; p < (s == 0 ? 70 : 57); ++p) {
+          std::vector<float> k(kv_heads * S), v(kv_heads * S);
+          for (float& f : k) f = 0.5f * nd01(rng);
+          for (float& f : v) f = nd01(rng);
+          tally.check(kv_write(c.view, block_indices.data() + block_begins[s], block_begins[s + 1] - block_begins[s], p,
+                               k.data(), v.data())
+                          .ok(),
+                      "prefill kv_write");
+        }
+      std::vector<float> q(T * q_heads * S);
+      for (float& f : q) f = nd01(rng);
+      for (int64_t window : {0, 20, 33}) {
+        AttentionBatch b;
+        b.q = q.data(), b.q_stride = q_heads * S, b.out_stride = q_heads * S, b.tokens = T, b.q_heads = q_heads;
+        b.positions = positions.data(), b.seq = seq.data(), b.block_indices = block_indices.data();
+        b.block_begins = block_begins.data(), b.n_seqs = 2, b.window = window, b.scale = 0.125f;
+        std::vector<float> scratch(attention_rows_scratch_floats(c.view, b, 70));
+        const int64_t items = attention_items(c.view, b), sf = static_cast<int64_t>(scratch.size());
+        const int64_t one = attention_scratch_floats(group, 70);  // a single token's scratch: tiles of one
+        std::vector<float> twin(T * q_heads * S);
+        b.out = twin.data();
+        const std::string tag = "prefill S=" + std::to_string(S) + " group=" + std::to_string(group) + " window=" + std::to_string(window);
+        tally.check(attention_rows(Isa::scalar, c.view, b, 0, items, scratch.data(), sf).ok(), tag + ": scalar");
+        for (Isa isa : supported_isas()) {
+          std::vector<float> out(T * q_heads * S, -1.0f);
+          b.out = out.data();
+          tally.check(attention_rows(isa, c.view, b, 0, items, scratch.data(), sf).ok() && same_bits(out, twin),
+                      tag + " " + isa_name(isa) + " != twin");
+          out.assign(out.size(), -1.0f);
+          tally.check(attention_rows(isa, c.view, b, 0, items, scratch.data(), one).ok() && same_bits(out, twin),
+                      tag + " " + isa_name(isa) + " with one token's scratch != twin");
+          if (isa == Isa::scalar) continue;  // the twin runs one token at a time: no tiles
+          for (int64_t k : {int64_t{1}, int64_t{17}, int64_t{33}, int64_t{139}, int64_t{140}, int64_t{141}, items - 1}) {
+            std::vector<float> split(T * q_heads * S, -1.0f);
+            b.out = split.data();
+            bool ok = attention_rows(isa, c.view, b, 0, k, scratch.data(), sf).ok() &&
+                      attention_rows(isa, c.view, b, k, items, scratch.data(), sf).ok();
+            tally.check(ok && same_bits(split, twin), tag + " " + isa_name(isa) + " split at " + std::to_string(k));
+          }
+          bool same = true;
+          for (int64_t t = 0; t < T; ++t) {
+            AttentionBatch alone = b;
+            std::vector<float> o(q_heads * S);
+            alone.q = q.data() + t * q_heads * S, alone.out = o.data(), alone.tokens = 1;
+            alone.positions = positions.data() + t, alone.seq = seq.data() + t;
+            same = same && attention_rows(isa, c.view, alone, 0, kv_heads, scratch.data(), sf).ok() &&
+                   same_bits(o.data(), twin.data() + t * q_heads * S, static_cast<int64_t>(o.size()));
+          }
+          tally.check(same, tag + " " + isa_name(isa) + ": token alone != in batch");
+        }
+      }
+    }
+}
+
+// Tiles: consecutive tokens of one sequence on one kv head (a prefill chunk after `past` cached
+// tokens), every composition giving each query the twin's bits on it alone.
+TEST(KernelsAttention, Tiles) {
+  std::mt19937 rng(77);
+  std::normal_distribution<float> nd01(0.0f, 1.0f);
+  struct Dims {
+    int64_t S, Sv;
+  };
+  for (Dims dims : {Dims{64, 64}, Dims{128, 128}, Dims{256, 256}, Dims{80, 80}, Dims{96, 96}, Dims{40, 40}, Dims{17, 17},
+                    Dims{64, 48}, Dims{300, 300}})
+    for (int64_t nq : {1, 3, 4, 8})
+      for (int64_t window : {0, 1, 16, 33, 100}) {
+        const int64_t S = dims.S, Sv = dims.Sv, kv_heads = 2;
+        const int64_t past = static_cast<int64_t>(rng() % 40), T = 40 + static_cast<int64_t>(rng() % 10), total = past + T;
+        const int64_t nblk = (total + kKvBlock - 1) / kKvBlock, blocks = nblk + 2;
+        Cache c(blocks, kv_heads, S, Sv);
+        std::vector<int32_t> table(blocks);
+        std::iota(table.begin(), table.end(), 0);
+        std::shuffle(table.begin(), table.end(), rng);  // the first nblk entries are the table
+        for (int64_t p = 0; p < total; ++p)
+          for (int64_t h = 0; h < kv_heads; ++h) {
+            float* kr = c.krow(table[p / kKvBlock], h, p % kKvBlock);
+            float* vr = c.vrow(table[p / kKvBlock], h, p % kKvBlock);
+            for (int64_t d = 0; d < S; ++d) kr[d] = 0.5f * nd01(rng);
+            for (int64_t d = 0; d < Sv; ++d) vr[d] = nd01(rng);
+          }
+        // token t, q head h (kv head h / nq) at q + t*qs + h*S; out likewise with Sv
+        const int64_t qs = kv_heads * nq * S + 5, os = kv_heads * nq * Sv + 3;
+        std::vector<float> q(T * qs);
+        for (float& f : q) f = nd01(rng);
+        const float scale = 1.0f / std::sqrt(static_cast<float>(S));
+        auto query = [&](int64_t t, int64_t kvh, float* out) {
+          AttentionQuery a;
+          a.q = q.data() + t * qs + kvh * nq * S, a.q_stride = S, a.out = out + t * os + kvh * nq * Sv, a.out_stride = Sv;
+          a.nq = nq, a.kv_head = kvh, a.block_table = table.data(), a.table_len = nblk;
+          a.n_keys = past + t + 1, a.window = window, a.scale = scale;
+          return a;
+        };
+        const int64_t full = attention_queries_scratch_floats(kAttentionTile, nq, total);
+        std::vector<float> scratch(full);
+        // the twin, each query alone
+        std::vector<float> twin(T * os, -7.0f);
+        bool ok = true;
+        for (int64_t t = 0; t < T; ++t)
+          for (int64_t kvh = 0; kvh < kv_heads; ++kvh)
+            ok = ok && attention(Isa::scalar, c.view, query(t, kvh, twin.data()), scratch.data(), full).ok();
+        const std::string tag = "tiles S=" + std::to_string(S) + " Sv=" + std::to_string(Sv) + " nq=" + std::to_string(nq) +
+                                " window=" + std::to_string(window) + " past=" + std::to_string(past) + " T=" + std::to_string(T);
+        tally.check(ok, tag + ": twin failed");
+        // only kv head 1's outputs where a run computes kv head 1 alone
+        auto head1 = [&](const std::vector<float>& o) {
+          bool same = true;
+          for (int64_t t = 0; t < T; ++t)
+            for (int64_t h = 0; h < nq; ++h)
+              same = same && same_bits(o.data() + t * os + (nq + h) * Sv, twin.data() + t * os + (nq + h) * Sv, Sv);
+          return same;
+        };
+        for (Isa isa : supported_isas()) {
+          if (isa == Isa::scalar) continue;  // the twin runs one query at a time: no tiles
+          const std::string it = tag + " " + isa_name(isa);
+          auto run = [&](const std::vector<AttentionQuery>& a, int64_t sf) {
+            return attention_queries(isa, c.view, a.data(), static_cast<int64_t>(a.size()), scratch.data(), sf).ok();
+          };
+          std::vector<float> out;
+          std::vector<AttentionQuery> a;
+          auto reset = [&] { out.assign(T * os, -7.0f); a.clear(); };
+          // all tokens of kv head 1 at once, full tiles and scratch for 1, 2, 3, 5 queries
+          for (int64_t fit : {kAttentionTile, int64_t{1}, int64_t{2}, int64_t{3}, int64_t{5}}) {
+            reset();
+            for (int64_t t = 0; t < T; ++t) a.push_back(query(t, 1, out.data()));
+            tally.check(run(a, attention_queries_scratch_floats(fit, nq, total)) && head1(out),
+                        it + ": tiles with scratch for " + std::to_string(fit) + " != twin");
+          }
+          // shuffled order
+          reset();
+          for (int64_t t = 0; t < T; ++t) a.push_back(query(t, 1, out.data()));
+          std::shuffle(a.begin(), a.end(), rng);
+          tally.check(run(a, full) && head1(out), it + ": shuffled tiles != twin");
+          // both kv heads, interleaved per token (every tile one query) and head after head
+          reset();
+          for (int64_t t = 0; t < T; ++t) a.push_back(query(t, 0, out.data())), a.push_back(query(t, 1, out.data()));
+          tally.check(run(a, full) && same_bits(out, twin), it + ": interleaved kv heads != twin");
+          reset();
+          for (int64_t kvh : {1, 0})
+            for (int64_t t = 0; t < T; ++t) a.push_back(query(t, kvh, out.data()));
+          tally.check(run(a, full) && same_bits(out, twin), it + ": head after head != twin");
+          // sub-ranges starting anywhere (tile edges move), and each token alone
+          bool subs = true;
+          for (int rep = 0; rep < 4; ++rep) {
+            const int64_t t0 = static_cast<int64_t>(rng() % T), t1 = t0 + 1 + static_cast<int64_t>(rng() % (T - t0));
+            reset();
+            for (int64_t t = t0; t < t1; ++t) a.push_back(query(t, 1, out.data()));
+            subs = subs && run(a, full);
+            for (int64_t t = t0; t < t1; ++t)
+              for (int64_t h = 0; h < nq; ++h)
+                subs = subs && same_bits(out.data() + t * os + (nq + h) * Sv, twin.data() + t * os + (nq + h) * Sv, Sv);
+          }
+          tally.check(subs, it + ": sub-ranges != twin");
+          reset();
+          bool alone = true;
+          for (int64_t t = 0; t < T; ++t) alone = alone && attention(isa, c.view, query(t, 1, out.data()), scratch.data(), full).ok();
+          tally.check(alone && head1(out), it + ": token alone != twin");
+        }
+      }
+}
+
+// One tile whose queries have arbitrary ranges (not nested: the SDPA case), some empty.
+TEST(KernelsAttention, TileArbitraryRanges) {
+  std::mt19937 rng(8);
+  std::normal_distribution<float> nd01(0.0f, 1.0f);
+  for (int64_t S : {64, 40, 256})
+    for (int64_t nq : {1, 2, 4})
+      for (int rep = 0; rep < 3; ++rep) {
+        const int64_t Sv = S, kv_heads = 1, nblk = 5, blocks = 6, total = nblk * kKvBlock;
+        Cache c(blocks, kv_heads, S, Sv);
+        std::vector<int32_t> table = {4, 0, 5, 2, 1};
+        for (int64_t p = 0; p < total; ++p) {
+          float* kr = c.krow(table[p / kKvBlock], 0, p % kKvBlock);
+          float* vr = c.vrow(table[p / kKvBlock], 0, p % kKvBlock);
+          for (int64_t d = 0; d < S; ++d) kr[d] = 0.5f * nd01(rng);
+          for (int64_t d = 0; d < Sv; ++d) vr[d] = nd01(rng);
+        }
+        const int64_t Qn = 12;
+        std::vector<float> q(Qn * nq * S);
+        for (float& f : q) f = nd01(rng);
+        std::vector<AttentionQuery> a(Qn);
+        std::vector<float> twin(Qn * nq * Sv, -7.0f), out;
+        for (int64_t i = 0; i < Qn; ++i) {
+          a[i].q = q.data() + i * nq * S, a[i].q_stride = S, a[i].out_stride = Sv, a[i].nq = nq;
+          a[i].block_table = table.data(), a[i].table_len = nblk;
+          a[i].n_keys = i == 3 ? 0 : static_cast<int64_t>(rng() % (total + 1));
+          a[i].window = rng() % 2 ? 0 : 1 + static_cast<int64_t>(rng() % 70);
+          a[i].scale = 0.1f + 0.01f * static_cast<float>(i);
+        }
+        std::vector<float> scratch(attention_queries_scratch_floats(Qn, nq, total));
+        const int64_t sf = static_cast<int64_t>(scratch.size());
+        bool ok = true;
+        for (int64_t i = 0; i < Qn; ++i) {
+          AttentionQuery one = a[i];
+          one.out = twin.data() + i * nq * Sv;
+          ok = ok && attention(Isa::scalar, c.view, one, scratch.data(), sf).ok();
+        }
+        tally.check(ok, "arbitrary ranges: twin failed");
+        for (Isa isa : supported_isas()) {
+          out.assign(Qn * nq * Sv, -7.0f);
+          for (int64_t i = 0; i < Qn; ++i) a[i].out = out.data() + i * nq * Sv;
+          tally.check(attention_queries(isa, c.view, a.data(), Qn, scratch.data(), sf).ok() && same_bits(out, twin),
+                      "arbitrary ranges S=" + std::to_string(S) + " nq=" + std::to_string(nq) + " " + isa_name(isa) + " != twin");
+          bool zeros = true;
+          for (int64_t d = 0; d < nq * Sv; ++d) zeros = zeros && out[3 * nq * Sv + d] == 0.0f;
+          tally.check(zeros, "arbitrary ranges: no keys gives zeros");
+        }
+      }
+}
+
+// Table entries outside every query's range are never read (evicted blocks of a sliding window,
+// gaps between the ranges of one tile): here they are -1 and out of range.
+TEST(KernelsAttention, TileSkipsUnseenBlocks) {
+  std::mt19937 rng(9);
+  std::normal_distribution<float> nd01(0.0f, 1.0f);
+  const int64_t S = 64, Sv = 64, nq = 4, blocks = 4;
+  Cache c(blocks, 1, S, Sv);
+  const std::vector<int32_t> table = {2, -1, 1000, 0, 3};  // positions 32-95 unseen
+  for (int64_t p : {0, 1, 2, 3, 4})
+    for (int64_t slot = 0; slot < kKvBlock; ++slot)
+      if (table[p] >= 0 && table[p] < blocks) {
+        for (int64_t d = 0; d < S; ++d) c.krow(table[p], 0, slot)[d] = 0.5f * nd01(rng);
+        for (int64_t d = 0; d < Sv; ++d) c.vrow(table[p], 0, slot)[d] = nd01(rng);
+      }
+  // (n_keys, window): [0, 20), [100, 110), [96, 150), [120, 160), [0, 32)
+  const std::vector<std::pair<int64_t, int64_t>> ranges = {{20, 0}, {110, 10}, {150, 54}, {160, 40}, {32, 0}};
+  const int64_t Qn = static_cast<int64_t>(ranges.size());
+  std::vector<float> q(Qn * nq * S);
+  for (float& f : q) f = nd01(rng);
+  std::vector<AttentionQuery> a(Qn);
+  for (int64_t i = 0; i < Qn; ++i) {
+    a[i].q = q.data() + i * nq * S, a[i].q_stride = S, a[i].out_stride = Sv, a[i].nq = nq;
+    a[i].block_table = table.data(), a[i].table_len = static_cast<int64_t>(table.size());
+    a[i].n_keys = ranges[i].first, a[i].window = ranges[i].second, a[i].scale = 0.125f;
+  }
+  std::vector<float> scratch(attention_queries_scratch_floats(Qn, nq, 160)), twin(Qn * nq * Sv, -7.0f), out;
+  const int64_t sf = static_cast<int64_t>(scratch.size());
+  bool ok = true;
+  for (int64_t i = 0; i < Qn; ++i) {
+    AttentionQuery one = a[i];
+    one.out = twin.data() + i * nq * Sv;
+    ok = ok && attention(Isa::scalar, c.view, one, scratch.data(), sf).ok();
+  }
+  tally.check(ok, "unseen blocks: twin failed");
+  for (Isa isa : supported_isas()) {
+    out.assign(Qn * nq * Sv, -7.0f);
+    for (int64_t i = 0; i < Qn; ++i) a[i].out = out.data() + i * nq * Sv;
+    tally.check(attention_queries(isa, c.view, a.data(), Qn, scratch.data(), sf).ok() && same_bits(out, twin),
+                "unseen blocks " + isa_name(isa) + " != twin");
+  }
+  AttentionQuery bad = a[1];
+  bad.window = 0;  // now sees the -1 entry
+  std::vector<float> o(nq * Sv);
+  bad.out = o.data();
+  tally.check(!attention_queries(Isa::scalar, c.view, &bad, 1, scratch.data(), sf).ok(), "unseen blocks: -1 entry in range accepted");
+}
+
 TEST(KernelsAttention, Errors) {
   Cache c(4, 2, 64, 64);
   std::vector<float> q(64, 1.0f), out(64), scratch(1024);
@@ -252,6 +530,13 @@ TEST(KernelsAttention, Errors) {
   KvCache empty;
   tally.check(!attention(Isa::scalar, empty, a, scratch.data(), 1024).ok(), "empty cache accepted");
   tally.check(!kv_write(c.view, table.data(), 2, 64, q.data(), q.data()).ok(), "kv_write past the table accepted");
+  // tile sizes: by rows, by the scratch budget, never below one query
+  tally.check(attention_tile_queries(4, 512) == 16 && attention_tile_queries(3, 512) == 16 &&
+                  attention_tile_queries(8, 512) == 8 && attention_tile_queries(64, 512) == 1,
+              "tile sizes by rows");
+  tally.check(attention_tile_queries(4, 32768) * attention_scratch_floats(4, 32768) <= kAttentionTileScratch &&
+                  attention_tile_queries(4, 32768) >= 1 && attention_tile_queries(64, int64_t{1} << 20) == 1,
+              "tile sizes by scratch");
   // zero keys: zeros, not NaN
   AttentionQuery none = a;
   none.n_keys = 0;
@@ -286,6 +571,42 @@ TEST(KernelsAttention, DecodeSpeed) {
                 isa_name(isa).c_str(), us, us * 1000.0 / (n_keys * group));
     if (isa == Isa::scalar) twin = out;
     tally.check(same_bits(out, twin), "decode " + isa_name(isa) + " != twin");
+  }
+}
+
+TEST(KernelsAttention, PrefillSpeed) {
+  std::mt19937 rng(2);
+  std::normal_distribution<float> nd01(0.0f, 1.0f);
+  const int64_t S = 64, kv_heads = 2, group = 3, q_heads = kv_heads * group, T = 256, blocks = T / kKvBlock;
+  Cache c(blocks, kv_heads, S, S);
+  for (float& f : c.k) f = 0.3f * nd01(rng);
+  for (float& f : c.v) f = nd01(rng);
+  std::vector<int32_t> table(blocks), positions(T), begins = {0, static_cast<int32_t>(blocks)};
+  std::iota(table.begin(), table.end(), 0);
+  std::iota(positions.begin(), positions.end(), 0);
+  std::vector<float> q(T * q_heads * S);
+  for (float& f : q) f = nd01(rng);
+  AttentionBatch b;
+  b.q = q.data(), b.q_stride = q_heads * S, b.out_stride = q_heads * S, b.tokens = T, b.q_heads = q_heads;
+  b.positions = positions.data(), b.block_indices = table.data(), b.block_begins = begins.data(), b.scale = 0.125f;
+  std::vector<float> scratch(attention_rows_scratch_floats(c.view, b, T)), twin;
+  double macs = 0;
+  for (int64_t t = 0; t < T; ++t) macs += static_cast<double>(t + 1) * 2 * S * q_heads;
+  for (Isa isa : supported_isas()) {
+    std::vector<float> out(T * q_heads * S);
+    b.out = out.data();
+    const int reps = isa == Isa::scalar ? 1 : 10;
+    double best = 1e30;
+    for (int r = 0; r < reps; ++r) {
+      const auto t0 = std::chrono::steady_clock::now();
+      (void)attention_rows(isa, c.view, b, 0, attention_items(c.view, b), scratch.data(), static_cast<int64_t>(scratch.size()));
+      best = std::min(best, std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
+    }
+    std::printf("  prefill attention, %lld tokens causal, head size %lld, %lld q heads on %lld kv heads, %s: %.0f us (%.1f GMAC/s)\n",
+                static_cast<long long>(T), static_cast<long long>(S), static_cast<long long>(q_heads),
+                static_cast<long long>(kv_heads), isa_name(isa).c_str(), best, macs / best * 1e-3);
+    if (isa == Isa::scalar) twin = out;
+    tally.check(same_bits(out, twin), "prefill " + isa_name(isa) + " != twin");
   }
 }
 

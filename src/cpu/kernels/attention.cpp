@@ -1,5 +1,5 @@
 // Scalar twin of attention (attention.h): the specification of its bits; plus the checks, the
-// batch loop and the cache write, shared by every ISA.
+// tiling of queries (attention_queries, attention_rows) and the cache write, shared by every ISA.
 #include "cpu/kernels/attention.h"
 
 #include <algorithm>
@@ -30,7 +30,10 @@ Status check_cache(const KvCache& c) {
   return {};
 }
 
-Result<detail::AttnPlan> plan(const KvCache& c, const AttentionQuery& a, int64_t scratch_floats) {
+int64_t query_scratch(int64_t nq, const detail::AttnPlan& pl) { return nq * (pl.np + 17); }
+
+// Checks a query against the cache and its table (not the scratch); resolves lo and n.
+Result<detail::AttnPlan> plan(const KvCache& c, const AttentionQuery& a) {
   if (a.nq < 1) return make_error("attention: a query group needs at least one row, got " + std::to_string(a.nq));
   if (a.kv_head < 0 || a.kv_head >= c.kv_heads)
     return make_error("attention: kv head " + std::to_string(a.kv_head) + " outside [0, " + std::to_string(c.kv_heads) + ")");
@@ -48,9 +51,16 @@ Result<detail::AttnPlan> plan(const KvCache& c, const AttentionQuery& a, int64_t
     if (a.block_table[bi] < 0 || a.block_table[bi] >= c.num_blocks)
       return make_error("attention: block index " + std::to_string(a.block_table[bi]) + " (table entry " + std::to_string(bi) +
                         ") outside the cache's " + std::to_string(c.num_blocks) + " blocks");
-  if (scratch_floats < a.nq * (pl.np + 1))
+  return pl;
+}
+
+// plan() plus the scratch a query needs alone.
+Result<detail::AttnPlan> plan(const KvCache& c, const AttentionQuery& a, int64_t scratch_floats) {
+  auto pl = plan(c, a);
+  if (!pl) return pl;
+  if (scratch_floats < query_scratch(a.nq, *pl))
     return make_error("attention: scratch of " + std::to_string(scratch_floats) + " floats, needs " +
-                      std::to_string(a.nq * (pl.np + 1)));
+                      std::to_string(query_scratch(a.nq, *pl)));
   return pl;
 }
 
@@ -94,23 +104,77 @@ void attention_scalar(const KvCache& c, const AttentionQuery& a, const detail::A
   }
 }
 
+// Queries per tile by rows alone: min(kAttentionTile, max(1, kAttentionTileRows / nq)).
+int64_t tile_limit(int64_t nq) {
+  return std::min<int64_t>(kAttentionTile, std::max<int64_t>(1, kAttentionTileRows / std::max<int64_t>(1, nq)));
+}
+
+// Runs checked queries (each fits the scratch alone): the twin one query at a time; SIMD in tiles of
+// consecutive queries with the same kv head, block table and nq, as many as the scratch and
+// tile_limit allow. Bits per query do not depend on the tiles.
+void run_queries(Isa isa, const KvCache& c, const AttentionQuery* a, const detail::AttnPlan* pl, int64_t count,
+                 float* scratch, int64_t scratch_floats) {
+  if (isa != Isa::avx512 && isa != Isa::avx2) {
+    for (int64_t i = 0; i < count; ++i) attention_scalar(c, a[i], pl[i], scratch);
+    return;
+  }
+  for (int64_t i = 0; i < count;) {
+    const int64_t nq = a[i].nq, most = tile_limit(nq);
+    int64_t k = 1, maxnp = pl[i].np;
+    while (i + k < count && k < most && a[i + k].kv_head == a[i].kv_head && a[i + k].block_table == a[i].block_table &&
+           a[i + k].nq == nq) {
+      const int64_t np = std::max(maxnp, pl[i + k].np);
+      if ((k + 1) * nq * (np + 17) > scratch_floats) break;
+      maxnp = np, ++k;
+    }
+    detail::AttnTile t;
+    t.a = a + i, t.pl = pl + i, t.count = k, t.scratch = scratch, t.stride = maxnp + 16;
+    if (isa == Isa::avx512) detail::attention_tile_avx512(c, t);
+    else detail::attention_tile_avx2(c, t);
+    i += k;
+  }
+}
+
 }  // namespace
 
-int64_t attention_scratch_floats(int64_t nq, int64_t n_keys) { return nq * (round16(std::max<int64_t>(0, n_keys)) + 1); }
+int64_t attention_scratch_floats(int64_t nq, int64_t n_keys) { return nq * (round16(std::max<int64_t>(0, n_keys)) + 17); }
+
+int64_t attention_tile_queries(int64_t nq, int64_t max_keys) {
+  const int64_t per = std::max<int64_t>(1, attention_scratch_floats(std::max<int64_t>(1, nq), max_keys));
+  return std::min(tile_limit(nq), std::max<int64_t>(1, kAttentionTileScratch / per));
+}
+
+int64_t attention_queries_scratch_floats(int64_t count, int64_t nq, int64_t max_keys) {
+  return std::max<int64_t>(1, count) * attention_scratch_floats(nq, max_keys);
+}
 
 Status attention(Isa isa, const KvCache& c, const AttentionQuery& a, float* scratch, int64_t scratch_floats) {
   if (auto st = check_cache(c); !st) return st;
   auto pl = plan(c, a, scratch_floats);
   if (!pl) return pl.error();
-  if (isa == Isa::avx512) detail::attention_avx512(c, a, *pl, scratch);
-  else if (isa == Isa::avx2) detail::attention_avx2(c, a, *pl, scratch);
-  else attention_scalar(c, a, *pl, scratch);
+  run_queries(isa, c, &a, &*pl, 1, scratch, scratch_floats);
+  return {};
+}
+
+Status attention_queries(Isa isa, const KvCache& c, const AttentionQuery* a, int64_t count, float* scratch,
+                         int64_t scratch_floats) {
+  if (auto st = check_cache(c); !st) return st;
+  if (count < 0) return make_error("attention: negative query count " + std::to_string(count));
+  for (int64_t i = 0; i < count; ++i)
+    if (auto pl = plan(c, a[i], scratch_floats); !pl)
+      return make_error("query " + std::to_string(i) + ": " + pl.error().what, pl.error().hint);
+  detail::AttnPlan pl[kAttentionTile];
+  for (int64_t i = 0; i < count; i += kAttentionTile) {
+    const int64_t k = std::min(kAttentionTile, count - i);
+    for (int64_t j = 0; j < k; ++j) pl[j] = *plan(c, a[i + j]);
+    run_queries(isa, c, a + i, pl, k, scratch, scratch_floats);
+  }
   return {};
 }
 
 int64_t attention_rows_scratch_floats(const KvCache& c, const AttentionBatch& b, int64_t max_keys) {
   const int64_t group = c.kv_heads > 0 ? b.q_heads / c.kv_heads : 0;
-  return attention_scratch_floats(group, max_keys);
+  return attention_queries_scratch_floats(attention_tile_queries(group, max_keys), group, max_keys);
 }
 
 Status attention_rows(Isa isa, const KvCache& c, const AttentionBatch& b, int64_t i0, int64_t i1, float* scratch,
@@ -122,15 +186,9 @@ Status attention_rows(Isa isa, const KvCache& c, const AttentionBatch& b, int64_
   if (i0 < 0 || i1 > b.tokens * c.kv_heads || i0 > i1)
     return make_error("attention: item range [" + std::to_string(i0) + ", " + std::to_string(i1) + ") outside [0, " +
                       std::to_string(b.tokens * c.kv_heads) + ")");
-  const int64_t group = b.q_heads / c.kv_heads;
-  for (int64_t i = i0; i < i1; ++i) {
-    const int64_t t = i / c.kv_heads, kvh = i % c.kv_heads;
+  const int64_t group = b.q_heads / c.kv_heads, Hk = c.kv_heads;
+  auto query = [&](int64_t t, int64_t kvh) {
     const int64_t s = b.seq ? b.seq[t] : 0;
-    if (s < 0 || s >= b.n_seqs)
-      return make_error("attention: token " + std::to_string(t) + " has sequence " + std::to_string(s) + " outside [0, " +
-                        std::to_string(b.n_seqs) + ")");
-    const int64_t pos = b.positions[t];
-    if (pos < 0) return make_error("attention: token " + std::to_string(t) + " has negative position " + std::to_string(pos));
     AttentionQuery a;
     a.q = b.q + t * b.q_stride + kvh * group * c.head_size;
     a.q_stride = c.head_size;
@@ -140,11 +198,39 @@ Status attention_rows(Isa isa, const KvCache& c, const AttentionBatch& b, int64_
     a.kv_head = kvh;
     a.block_table = b.block_indices + b.block_begins[s];
     a.table_len = b.block_begins[s + 1] - b.block_begins[s];
-    a.n_keys = pos + 1;
+    a.n_keys = static_cast<int64_t>(b.positions[t]) + 1;
     a.window = b.window;
     a.scale = b.scale;
-    if (auto st = attention(isa, c, a, scratch, scratch_floats); !st)
-      return make_error("token " + std::to_string(t) + ": " + st.error().what, st.error().hint);
+    return a;
+  };
+  // every item is checked before anything is written
+  for (int64_t i = i0; i < i1; ++i) {
+    const int64_t t = i / Hk, kvh = i % Hk;
+    const int64_t s = b.seq ? b.seq[t] : 0;
+    if (s < 0 || s >= b.n_seqs)
+      return make_error("attention: token " + std::to_string(t) + " has sequence " + std::to_string(s) + " outside [0, " +
+                        std::to_string(b.n_seqs) + ")");
+    const int64_t pos = b.positions[t];
+    if (pos < 0) return make_error("attention: token " + std::to_string(t) + " has negative position " + std::to_string(pos));
+    if (auto pl = plan(c, query(t, kvh), scratch_floats); !pl)
+      return make_error("token " + std::to_string(t) + ": " + pl.error().what, pl.error().hint);
+  }
+  // per kv head, its tokens in [i0, i1) in order; tiles break where the sequence changes
+  AttentionQuery a[kAttentionTile];
+  detail::AttnPlan pl[kAttentionTile];
+  for (int64_t kvh = 0; kvh < Hk; ++kvh) {
+    const int64_t t0 = i0 <= kvh ? 0 : (i0 - kvh + Hk - 1) / Hk, t1 = i1 <= kvh ? 0 : (i1 - kvh + Hk - 1) / Hk;
+    int64_t k = 0;
+    for (int64_t t = t0; t < t1; ++t) {
+      if (k > 0 && (k == kAttentionTile || a[k - 1].block_table != b.block_indices + b.block_begins[b.seq ? b.seq[t] : 0])) {
+        run_queries(isa, c, a, pl, k, scratch, scratch_floats);
+        k = 0;
+      }
+      a[k] = query(t, kvh);
+      pl[k] = *plan(c, a[k]);
+      ++k;
+    }
+    if (k > 0) run_queries(isa, c, a, pl, k, scratch, scratch_floats);
   }
   return {};
 }

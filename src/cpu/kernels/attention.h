@@ -16,12 +16,27 @@
 //   o[d]   = fma(p_j, v_p[d], o[d]) for j in key order from +0, then out[d] = o[d] / sum
 // No keys (n_keys == 0) or all scores -inf give zeros (as the IR). NaN in q, K or V gives NaN
 // (which NaN unspecified).
-// SIMD: scores run 16 keys (AVX-512) or 8 keys (AVX2) at a time, each key's 16 partials in its
-// own register(s), then a transposed reduction that performs exactly the tree16 additions; the V
-// sum runs lanes over d. Against the IR's attention row (sequential dot and sums, libm exp, mul
-// then add) the difference is summation order, FMA and exp's < 1 ulp. Tested
-// (test_kernels_attention): |out - ref| <= 2e-6 max|v| against a double reference (6e-8 measured)
-// and against ir/attention_row.h itself (1.4e-7 measured).
+// SIMD: each row's scores, weights and value sums are computed exactly as above; what the SIMD
+// versions change is only how rows share loads (none of it reaches a row's bits):
+//  - tiles: attention_queries / attention_rows run several query groups of one kv head and one
+//    block table (consecutive tokens of a sequence) together: each 16-key chunk of K and each
+//    block of V is loaded once for all the rows of the tile that see it. A row still uses only
+//    the keys of its own range, in key order; the other rows of its tile, call or thread never
+//    enter its arithmetic, so a token alone gives the same bits as inside any tile.
+//  - scores, few rows on a chunk (decode): per row, 16 keys (AVX2: 8) at a time, each key's 16
+//    partials in its own register(s), then a transposed reduction doing exactly tree16's adds;
+//  - scores, many rows on a chunk (GQA groups, prefill tiles): the chunk is transposed once
+//    (lanes over keys); per row, partial acc[i] of 16 (AVX2: 8) keys is one register, its FMA
+//    chain runs over d = i, i+16, ... in order from +0, and tree16 combines the 16 registers
+//    lane-wise (acc[i] + acc[i+8], then +4, +2, +1): the same operations on the same values;
+//    scores outside a row's range are computed but never stored;
+//  - the V sum runs lanes over d, several rows of the tile per pass over a block's keys (rows that
+//    see the same keys of that block), one FMA chain per (row, lane) in key order, the running
+//    sums kept in the output rows between blocks (f32 stores and loads are exact).
+// Against the IR's attention row (sequential dot and sums, libm exp, mul then add) the difference
+// is summation order, FMA and exp's < 1 ulp. Tested (test_kernels_attention): |out - ref| <= 2e-6
+// max|v| against a double reference (6e-8 measured) and against ir/attention_row.h itself
+// (1.4e-7 measured).
 // Element type: f32 cache. (An f16 cache changes only the K/V row loads.)
 #pragma once
 
@@ -56,11 +71,28 @@ struct AttentionQuery {
   float scale = 1.0f;
 };
 
-// Floats of scratch `attention` needs: nq * (round_up(keys in range, 16) + 1).
+// Floats of scratch `attention` needs: nq * (round_up(keys in range, 16) + 17).
 int64_t attention_scratch_floats(int64_t nq, int64_t n_keys);
 // Errors: bad cache dims, kv_head, n_keys beyond the table, block ids outside the cache, scratch
 // too small. Nothing is written on error. `out` must not overlap q, the cache or the scratch.
 Status attention(Isa isa, const KvCache& cache, const AttentionQuery& a, float* scratch, int64_t scratch_floats);
+
+// Several queries at once (e.g. consecutive tokens of one sequence on one kv head, each with its
+// own q, out, n_keys and window): consecutive queries with the same kv head, block table and nq
+// are computed as tiles of up to kAttentionTile queries (and kAttentionTileRows rows, or one
+// query) that load each K chunk and V block once, as many as the scratch holds. Every query's
+// bits equal attention() on it alone, whatever the tiles. Errors as attention(), checked for
+// every query before anything is written. The outs must not overlap.
+inline constexpr int64_t kAttentionTile = 16;
+inline constexpr int64_t kAttentionTileRows = 64;
+inline constexpr int64_t kAttentionTileScratch = int64_t{1} << 18;  // floats: the weights of a tile stay cache-sized
+// Queries per tile for groups of nq rows seeing up to max_keys keys: min(kAttentionTile,
+// kAttentionTileRows / nq, kAttentionTileScratch / attention_scratch_floats(nq, max_keys)), >= 1.
+int64_t attention_tile_queries(int64_t nq, int64_t max_keys);
+// Scratch for tiles of `count` such queries: count * attention_scratch_floats(nq, max_keys).
+int64_t attention_queries_scratch_floats(int64_t count, int64_t nq, int64_t max_keys);
+Status attention_queries(Isa isa, const KvCache& cache, const AttentionQuery* a, int64_t count, float* scratch,
+                         int64_t scratch_floats);
 
 // A batch of tokens of one or more sequences (the PagedAttention inputs, on the CPU):
 struct AttentionBatch {
@@ -80,9 +112,13 @@ struct AttentionBatch {
 
 // Work items: i = t * kv_heads + kv_head (the group of q heads of that kv head for token t).
 inline int64_t attention_items(const KvCache& c, const AttentionBatch& b) { return b.tokens * c.kv_heads; }
-// Scratch for attention_rows: attention_scratch_floats(group, max_keys), max_keys = max position + 1.
+// Scratch for attention_rows: attention_queries_scratch_floats(attention_tile_queries(group,
+// max_keys), group, max_keys), max_keys = max position + 1 (less runs smaller tiles, down to one
+// token: attention_scratch_floats(group, max_keys)).
 int64_t attention_rows_scratch_floats(const KvCache& c, const AttentionBatch& b, int64_t max_keys);
-// Items [i0, i1). Each item's bits are independent of the range, the batch and the thread.
+// Items [i0, i1). Each item's bits are independent of the range, the batch and the thread. Within
+// the range, consecutive tokens of one sequence on one kv head run as tiles (attention_queries);
+// every item is checked before anything is written.
 Status attention_rows(Isa isa, const KvCache& cache, const AttentionBatch& b, int64_t i0, int64_t i1, float* scratch,
                       int64_t scratch_floats);
 
@@ -91,13 +127,23 @@ Status kv_write(const KvCache& cache, const int32_t* block_table, int64_t table_
                 const float* v);
 
 namespace detail {
-// The checked, resolved query: lo, n (keys in range); the scratch holds nq rows of np =
-// round_up(n, 16) weights, then nq floats (the sums).
+// The checked, resolved query: lo, n (keys in range), np = round_up(n, 16).
 struct AttnPlan {
   int64_t lo = 0, n = 0, np = 0;
 };
-void attention_avx2(const KvCache& c, const AttentionQuery& a, const AttnPlan& pl, float* scratch);
-void attention_avx512(const KvCache& c, const AttentionQuery& a, const AttnPlan& pl, float* scratch);
+// A tile: count queries with the same kv head, block table and nq; row r = qi * nq + h. Row r's
+// weights live at scratch + r * stride + 16 (key p at index p - lo, stride >= 16 + np of every
+// query: the 16 floats in front take the masked stores of a chunk that starts before lo), then the
+// rows' sums at scratch + count * nq * stride.
+struct AttnTile {
+  const AttentionQuery* a = nullptr;
+  const AttnPlan* pl = nullptr;
+  int64_t count = 0;
+  float* scratch = nullptr;
+  int64_t stride = 0;
+};
+void attention_tile_avx2(const KvCache& c, const AttnTile& t);
+void attention_tile_avx512(const KvCache& c, const AttnTile& t);
 }  // namespace detail
 
 }  // namespace ggflow::cpu

@@ -1,9 +1,16 @@
-// AVX-512 attention (attention.h), bit-identical to the scalar twin in attention.cpp.
-//   scores: 16 keys at a time (slots 0-15 and 16-31 of a block), one register of 16 partial sums
-//           per key, then a transposed reduction doing exactly tree16's additions for all 16 keys;
-//   weights: as softmax (16 partial sums over keys);
-//   values: lanes over d, 64 dims (4 registers) of up to 6 queries per pass over a block's keys
-//           (enough independent FMA chains to hide the latency), the running sums kept in the
+// AVX-512 attention (attention.h), bit-identical to the scalar twin in attention.cpp, run over a
+// tile of queries (one kv head, one block table; a single query is a tile of one):
+//   scores: per 16-key chunk (slots 0-15 or 16-31 of a block), for the rows whose range meets it:
+//           - few rows: per row, one register of 16 partial sums per key, then a transposed
+//             reduction doing exactly tree16's additions for the 16 keys (reduce16x16);
+//           - many rows: the chunk is transposed once (KT[d] = dim d of the 16 keys); per row,
+//             partial i of all 16 keys is one register, FMA chain over d = i, i+16, ... from +0,
+//             and tree16 adds the 16 registers lane-wise (scores_t), 4 rows at a time sharing the
+//             KT loads;
+//           scores outside a row's range are never stored;
+//   weights: per row, as softmax (16 partial sums over keys);
+//   values: per block, lanes over d, 64 dims (4 registers) of up to 6 rows per pass over the
+//           block's keys (rows that see the same keys of the block), the running sums kept in the
 //           output rows between blocks.
 #include <algorithm>
 #include <limits>
@@ -51,28 +58,138 @@ inline __m512 dots16(const float* q, const float* kb, int64_t S) {
   return reduce16x16(acc);
 }
 
-// For NQ queries at once: out_q[0, 16*NV) += sum over keys i < count of w_q[i] * (row i at
-// vb + i*Sv), key order, one FMA chain per lane and query (NQ*NV independent chains); the last
+// ---- transposed scores
+
+constexpr int64_t kMaxTS = 256;  // head sizes up to this take the transposed path (KT on the stack)
+constexpr int kMinTRows = 4;     // ... when at least this many rows need the chunk
+
+// KT[d*16 + k] = dim d of key row k (kb + k*S), d < round_up(S, 16) (dims past S are zero).
+inline void transpose_chunk(const float* kb, int64_t S, float* KT) {
+  for (int64_t d0 = 0; d0 < S; d0 += 16) {
+    const __mmask16 m = m512::tail_mask(S - d0);
+    __m512 r[16], t[16];
+    for (int k = 0; k < 16; ++k) r[k] = _mm512_maskz_loadu_ps(m, kb + k * S + d0);
+    for (int i = 0; i < 8; ++i) {  // t[2i], t[2i+1]: rows 2i, 2i+1 interleaved, columns 4c+{0,1} / 4c+{2,3}
+      t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+      t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+    }
+    for (int i = 0; i < 4; ++i) {  // r[4i+j], 128-bit chunk c: rows 4i..4i+3 at column 4c+j
+      r[4 * i + 0] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0x44);
+      r[4 * i + 1] = _mm512_shuffle_ps(t[4 * i], t[4 * i + 2], 0xEE);
+      r[4 * i + 2] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0x44);
+      r[4 * i + 3] = _mm512_shuffle_ps(t[4 * i + 1], t[4 * i + 3], 0xEE);
+    }
+    for (int j = 0; j < 4; ++j) {
+      const __m512 a01 = _mm512_shuffle_f32x4(r[j], r[4 + j], 0x44), a23 = _mm512_shuffle_f32x4(r[j], r[4 + j], 0xEE);
+      const __m512 b01 = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0x44), b23 = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0xEE);
+      float* o = KT + (d0 + j) * 16;
+      _mm512_store_ps(o + 0 * 64, _mm512_shuffle_f32x4(a01, b01, 0x88));  // column j
+      _mm512_store_ps(o + 1 * 64, _mm512_shuffle_f32x4(a01, b01, 0xDD));  // column 4 + j
+      _mm512_store_ps(o + 2 * 64, _mm512_shuffle_f32x4(a23, b23, 0x88));  // column 8 + j
+      _mm512_store_ps(o + 3 * 64, _mm512_shuffle_f32x4(a23, b23, 0xDD));  // column 12 + j
+    }
+  }
+}
+
+#define GGFLOW_INLINE inline __attribute__((always_inline))
+
+// acc_i + acc_{i+8} (tree16's first level) for MR rows, lanes over the chunk's 16 keys:
+// acc_i = FMA chain over d = i, i+16, ... < S in order, from +0. SC: S known at compile time
+// (the loops unroll), or 0.
+template <int MR, int SC>
+GGFLOW_INLINE void pair_sums(const float* const* q, const float* KT, int64_t Srt, int64_t i, __m512* r) {
+  const int64_t S = SC > 0 ? SC : Srt;
+  __m512 a[MR], b[MR];
+  for (int m = 0; m < MR; ++m) a[m] = _mm512_setzero_ps(), b[m] = _mm512_setzero_ps();
+  int64_t d = i;
+#pragma GCC unroll 16
+  for (; d + 8 < S; d += 16) {
+    const __m512 k0 = _mm512_load_ps(KT + d * 16), k1 = _mm512_load_ps(KT + (d + 8) * 16);
+    for (int m = 0; m < MR; ++m) {
+      a[m] = _mm512_fmadd_ps(_mm512_set1_ps(q[m][d]), k0, a[m]);
+      b[m] = _mm512_fmadd_ps(_mm512_set1_ps(q[m][d + 8]), k1, b[m]);
+    }
+  }
+  if (d < S) {
+    const __m512 k0 = _mm512_load_ps(KT + d * 16);
+    for (int m = 0; m < MR; ++m) a[m] = _mm512_fmadd_ps(_mm512_set1_ps(q[m][d]), k0, a[m]);
+  }
+  for (int m = 0; m < MR; ++m) r[m] = _mm512_add_ps(a[m], b[m]);
+}
+
+// tree16's node (I, W): W = 8: acc_I + acc_{I+8}; else node(I, 2W) + node(I + W, 2W) (the level
+// w = W adds acc[i] + acc[i+W]); node(0, 1) is the whole sum.
+template <int MR, int SC, int I, int W>
+GGFLOW_INLINE void tree_node(const float* const* q, const float* KT, int64_t S, __m512* r) {
+  if constexpr (W == 8) {
+    pair_sums<MR, SC>(q, KT, S, I, r);
+  } else {
+    __m512 x[MR], y[MR];
+    tree_node<MR, SC, I, 2 * W>(q, KT, S, x);
+    tree_node<MR, SC, I + W, 2 * W>(q, KT, S, y);
+    for (int m = 0; m < MR; ++m) r[m] = _mm512_add_ps(x[m], y[m]);
+  }
+}
+
+// The scores of MR rows (q[m], scale[m]) on a transposed chunk, stored to p[m] under mask[m].
+template <int MR, int SC>
+void scores_t(const float* const* q, const float* KT, int64_t S, const float* scale, float* const* p,
+              const __mmask16* mask) {
+  __m512 r[MR];
+  tree_node<MR, SC, 0, 1>(q, KT, S, r);
+  for (int m = 0; m < MR; ++m) _mm512_mask_storeu_ps(p[m], mask[m], _mm512_mul_ps(r[m], _mm512_set1_ps(scale[m])));
+}
+
+constexpr int kMaxMr = 4;  // rows per pass over a transposed chunk (5 * MR + 2 <= 32 registers)
+using ScoresFn = void (*)(const float* const*, const float*, int64_t, const float*, float* const*, const __mmask16*);
+template <int SC>
+constexpr ScoresFn scores_fns[kMaxMr] = {scores_t<1, SC>, scores_t<2, SC>, scores_t<3, SC>, scores_t<4, SC>};
+// The head sizes with unrolled kernels; others run the loop.
+const ScoresFn* scores_fns_for(int64_t S) {
+  switch (S) {
+    case 64: return scores_fns<64>;
+    case 80: return scores_fns<80>;
+    case 96: return scores_fns<96>;
+    case 128: return scores_fns<128>;
+    case 256: return scores_fns<256>;
+    default: return scores_fns<0>;
+  }
+}
+
+// ---- values
+
+// For NQ rows at once: out_q[0, 16*NV) += sum over keys i < count of w_q[i] * (row i at
+// vb + i*Sv), key order, one FMA chain per lane and row (NQ*NV independent chains); the last
 // register of each row is masked by `last`.
 template <int NV, int NQ>
 void vacc(const float* const* w, const float* vb, int64_t Sv, int64_t count, float* const* out, __mmask16 last) {
+  const float* wq[NQ];
+  float* oq[NQ];
+  for (int q = 0; q < NQ; ++q) wq[q] = w[q], oq[q] = out[q];
   __m512 acc[NQ][NV];
+#pragma GCC unroll 8
   for (int q = 0; q < NQ; ++q)
-    for (int v = 0; v < NV; ++v) acc[q][v] = _mm512_maskz_loadu_ps(v == NV - 1 ? last : 0xFFFF, out[q] + 16 * v);
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) acc[q][v] = _mm512_maskz_loadu_ps(v == NV - 1 ? last : 0xFFFF, oq[q] + 16 * v);
   for (int64_t i = 0; i < count; ++i) {
     const float* row = vb + i * Sv;
     __m512 vv[NV];
+#pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) vv[v] = _mm512_maskz_loadu_ps(v == NV - 1 ? last : 0xFFFF, row + 16 * v);
+#pragma GCC unroll 8
     for (int q = 0; q < NQ; ++q) {
-      const __m512 p = _mm512_set1_ps(w[q][i]);
+      const __m512 p = _mm512_set1_ps(wq[q][i]);
+#pragma GCC unroll 4
       for (int v = 0; v < NV; ++v) acc[q][v] = _mm512_fmadd_ps(p, vv[v], acc[q][v]);
     }
   }
+#pragma GCC unroll 8
   for (int q = 0; q < NQ; ++q)
-    for (int v = 0; v < NV; ++v) _mm512_mask_storeu_ps(out[q] + 16 * v, v == NV - 1 ? last : 0xFFFF, acc[q][v]);
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; ++v) _mm512_mask_storeu_ps(oq[q] + 16 * v, v == NV - 1 ? last : 0xFFFF, acc[q][v]);
 }
 
-constexpr int kMaxNq = 6;  // queries per pass over a block's values (NQ*NV + NV <= 28 registers)
+constexpr int kMaxNq = 6;  // rows per pass over a block's values (NQ*NV + NV <= 28 registers)
 using VaccFn = void (*)(const float* const*, const float*, int64_t, int64_t, float* const*, __mmask16);
 template <int NV>
 constexpr VaccFn vacc_fns[kMaxNq] = {vacc<NV, 1>, vacc<NV, 2>, vacc<NV, 3>, vacc<NV, 4>, vacc<NV, 5>, vacc<NV, 6>};
@@ -87,67 +204,95 @@ VaccFn vacc_fn(int nv, int nq) {
 
 }  // namespace
 
-void attention_avx512(const KvCache& c, const AttentionQuery& a, const AttnPlan& pl, float* scratch) {
+void attention_tile_avx512(const KvCache& c, const AttnTile& t) {
   const float ninf = -std::numeric_limits<float>::infinity();
-  const int64_t S = c.head_size, Sv = c.v_size, lo = pl.lo, hi = pl.lo + pl.n;
-  float* sums = scratch + a.nq * pl.np;
-  const int64_t b0 = lo / kKvBlock, b1 = pl.n > 0 ? (hi - 1) / kKvBlock + 1 : b0;
-  const __m512 vscale = _mm512_set1_ps(a.scale);
+  const AttentionQuery* A = t.a;
+  const AttnPlan* pl = t.pl;
+  const int64_t Q = t.count, nq = A[0].nq, R = Q * nq, S = c.head_size, Sv = c.v_size, kvh = A[0].kv_head;
+  const int32_t* table = A[0].block_table;
+  float* sums = t.scratch + R * t.stride;
+  auto weights = [&](int64_t r) { return t.scratch + r * t.stride + 16; };
+  auto orow = [&](int64_t qi, int64_t h) { return A[qi].out + h * A[qi].out_stride; };
+  // the keys the tile sees: [L, H)
+  int64_t L = std::numeric_limits<int64_t>::max(), H = 0;
+  for (int64_t qi = 0; qi < Q; ++qi)
+    if (pl[qi].n > 0) L = std::min(L, pl[qi].lo), H = std::max(H, pl[qi].lo + pl[qi].n);
 
-  // 1. scores
-  for (int64_t bi = b0; bi < b1; ++bi) {
-    const float* kblock = c.k + ((a.block_table[bi] * c.kv_heads + a.kv_head) * kKvBlock) * S;
-    for (int64_t g = 0; g < kKvBlock; g += 16) {
-      const int64_t p0 = bi * kKvBlock + g, p1 = p0 + 16;
-      if (p1 <= lo || p0 >= hi) continue;
-      for (int64_t qi = 0; qi < a.nq; ++qi) {
-        const __m512 sc = _mm512_mul_ps(dots16(a.q + qi * a.q_stride, kblock + g * S, S), vscale);
-        float* P = scratch + qi * pl.np;
-        if (p0 >= lo && p1 <= hi) {
-          _mm512_storeu_ps(P + (p0 - lo), sc);
-        } else {
-          alignas(64) float tmp[16];
-          _mm512_store_ps(tmp, sc);
-          for (int64_t p = std::max(p0, lo); p < std::min(p1, hi); ++p) P[p - lo] = tmp[p - p0];
-        }
+  // 1. scores, chunk by chunk; each chunk's keys are loaded for all the rows that see them
+  alignas(64) float KT[kMaxTS * 16];
+  const ScoresFn* sfns = scores_fns_for(S);
+  for (int64_t c0 = H > L ? L / 16 * 16 : H; c0 < H; c0 += 16) {
+    int64_t active = 0;
+    for (int64_t qi = 0; qi < Q; ++qi)
+      if (pl[qi].n > 0 && pl[qi].lo < c0 + 16 && pl[qi].lo + pl[qi].n > c0) active += nq;
+    if (active == 0) continue;
+    const float* kb = c.k + ((table[c0 / kKvBlock] * c.kv_heads + kvh) * kKvBlock + c0 % kKvBlock) * S;
+    const bool tr = S <= kMaxTS && active >= kMinTRows;
+    if (tr) transpose_chunk(kb, S, KT);
+    const float* qs[kMaxMr];
+    float* ps[kMaxMr];
+    __mmask16 ms[kMaxMr];
+    float scl[kMaxMr];
+    int k = 0;
+    auto flush = [&] {
+      if (tr) {
+        sfns[k - 1](qs, KT, S, scl, ps, ms);
+      } else {
+        for (int m = 0; m < k; ++m)
+          _mm512_mask_storeu_ps(ps[m], ms[m], _mm512_mul_ps(dots16(qs[m], kb, S), _mm512_set1_ps(scl[m])));  // s = dot * scale
+      }
+      k = 0;
+    };
+    for (int64_t qi = 0; qi < Q; ++qi) {
+      const int64_t lo = pl[qi].lo, hi = pl[qi].lo + pl[qi].n;
+      if (pl[qi].n == 0 || lo >= c0 + 16 || hi <= c0) continue;
+      // lanes [lo - c0, hi - c0) of the chunk
+      const __mmask16 m = static_cast<__mmask16>(m512::tail_mask(hi - c0) & ~m512::tail_mask(std::max<int64_t>(0, lo - c0)));
+      for (int64_t h = 0; h < nq; ++h) {
+        const int64_t r = qi * nq + h;
+        qs[k] = A[qi].q + h * A[qi].q_stride, ps[k] = weights(r) + (c0 - lo), ms[k] = m, scl[k] = A[qi].scale;
+        if (++k == kMaxMr) flush();
       }
     }
+    if (k > 0) flush();
   }
 
   // 2. weights: max, exp, 16 partial sums
-  for (int64_t qi = 0; qi < a.nq; ++qi) {
-    float* P = scratch + qi * pl.np;
+  for (int64_t r = 0; r < R; ++r) {
+    const int64_t n = pl[r / nq].n;
+    float* P = weights(r);
     __m512 vmx = _mm512_set1_ps(ninf);
-    for (int64_t j = 0; j < pl.n; j += 16) {
-      const __mmask16 k = m512::tail_mask(pl.n - j);
+    for (int64_t j = 0; j < n; j += 16) {
+      const __mmask16 k = m512::tail_mask(n - j);
       vmx = _mm512_mask_max_ps(vmx, k, _mm512_maskz_loadu_ps(k, P + j), vmx);
     }
     const float mx = _mm512_reduce_max_ps(vmx);
     if (mx == ninf) {  // no keys or all -inf: zeros (flagged by a zero sum)
-      sums[qi] = 0.0f;
+      sums[r] = 0.0f;
       continue;
     }
     const __m512 vm = _mm512_set1_ps(mx);
     __m512 acc = _mm512_setzero_ps();
-    for (int64_t j = 0; j < pl.n; j += 16) {
-      const __mmask16 k = m512::tail_mask(pl.n - j);
+    for (int64_t j = 0; j < n; j += 16) {
+      const __mmask16 k = m512::tail_mask(n - j);
       const __m512 e = m512::exp(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, P + j), vm));
       _mm512_mask_storeu_ps(P + j, k, e);
       acc = _mm512_mask_add_ps(acc, k, acc, e);
     }
-    sums[qi] = m512::tree16(acc);
+    sums[r] = m512::tree16(acc);
   }
 
-  // 3. values
-  for (int64_t qi = 0; qi < a.nq; ++qi) {
-    float* out = a.out + qi * a.out_stride;
-    for (int64_t d = 0; d < Sv; d += 16)
-      _mm512_mask_storeu_ps(out + d, m512::tail_mask(Sv - d), _mm512_setzero_ps());
+  // 3. values, block by block; rows that see the same keys of a block share the pass
+  for (int64_t r = 0; r < R; ++r) {
+    float* out = orow(r / nq, r % nq);
+    for (int64_t d = 0; d < Sv; d += 16) _mm512_mask_storeu_ps(out + d, m512::tail_mask(Sv - d), _mm512_setzero_ps());
   }
-  for (int64_t bi = b0; bi < b1; ++bi) {
-    const float* vblock = c.v + ((a.block_table[bi] * c.kv_heads + a.kv_head) * kKvBlock) * Sv;
-    const int64_t s0 = std::max(lo, bi * kKvBlock) - bi * kKvBlock;
-    const int64_t s1 = std::min(hi, (bi + 1) * kKvBlock) - bi * kKvBlock;
+  for (int64_t bi = H > L ? L / kKvBlock : 0; H > L && bi <= (H - 1) / kKvBlock; ++bi) {
+    const int64_t p0 = bi * kKvBlock;
+    bool seen = false;  // by some query of the tile (ranges may leave gaps; those table entries are unchecked)
+    for (int64_t qi = 0; qi < Q && !seen; ++qi) seen = pl[qi].n > 0 && pl[qi].lo < p0 + kKvBlock && pl[qi].lo + pl[qi].n > p0;
+    if (!seen) continue;
+    const float* vblock = c.v + ((table[bi] * c.kv_heads + kvh) * kKvBlock) * Sv;
     for (int64_t dc = 0; dc < Sv; dc += 64) {
       const int64_t rem = std::min<int64_t>(64, Sv - dc);
       const int nv = static_cast<int>((rem + 15) / 16);
@@ -155,22 +300,32 @@ void attention_avx512(const KvCache& c, const AttentionQuery& a, const AttnPlan&
       const float* w[kMaxNq];
       float* o[kMaxNq];
       int k = 0;
-      for (int64_t qi = 0; qi < a.nq; ++qi) {
-        if (sums[qi] == 0.0f) continue;  // zeros
-        w[k] = scratch + qi * pl.np + (bi * kKvBlock + s0 - lo);
-        o[k] = a.out + qi * a.out_stride + dc;
-        if (++k == kMaxNq) {
-          vacc_fn(nv, k)(w, vblock + s0 * Sv + dc, Sv, s1 - s0, o, last);
-          k = 0;
+      int64_t s0 = 0, s1 = 0;  // the block's slots of the rows in w / o
+      auto flush = [&] {
+        if (k > 0) vacc_fn(nv, k)(w, vblock + s0 * Sv + dc, Sv, s1 - s0, o, last);
+        k = 0;
+      };
+      for (int64_t qi = 0; qi < Q; ++qi) {
+        const int64_t lo = pl[qi].lo, hi = pl[qi].lo + pl[qi].n;
+        const int64_t a = std::max(lo, p0) - p0, b = std::min(hi, p0 + kKvBlock) - p0;
+        if (a >= b) continue;
+        if (k > 0 && (a != s0 || b != s1)) flush();
+        s0 = a, s1 = b;
+        for (int64_t h = 0; h < nq; ++h) {
+          const int64_t r = qi * nq + h;
+          if (sums[r] == 0.0f) continue;  // zeros
+          w[k] = weights(r) + (p0 + a - lo);
+          o[k] = orow(qi, h) + dc;
+          if (++k == kMaxNq) flush();
         }
       }
-      if (k > 0) vacc_fn(nv, k)(w, vblock + s0 * Sv + dc, Sv, s1 - s0, o, last);
+      flush();
     }
   }
-  for (int64_t qi = 0; qi < a.nq; ++qi) {
-    if (sums[qi] == 0.0f) continue;
-    float* out = a.out + qi * a.out_stride;
-    const __m512 vs = _mm512_set1_ps(sums[qi]);
+  for (int64_t r = 0; r < R; ++r) {
+    if (sums[r] == 0.0f) continue;
+    float* out = orow(r / nq, r % nq);
+    const __m512 vs = _mm512_set1_ps(sums[r]);
     for (int64_t d = 0; d < Sv; d += 16) {
       const __mmask16 k = m512::tail_mask(Sv - d);
       _mm512_mask_storeu_ps(out + d, k, _mm512_div_ps(_mm512_maskz_loadu_ps(k, out + d), vs));
