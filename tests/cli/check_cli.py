@@ -144,6 +144,28 @@ def run_and_chat(ggflow, root, shared):
             check(all(o[0] == 0 for o in outs.values()) and len(outs["raw"][2]) == 12 * 512 * 4
                   and outs["raw"] == outs["sdpa"] == outs["paged"],
                   "run -p --dump-logits: raw, sdpa and paged give the same text and identical logits files")
+        ids = {}
+        for x in ("cpu", "ref"):
+            r = run(ggflow, "run", "--executor", x, "--verbose", "-m", stories, "--tokens", "1,403,407,261", "-n", "16")
+            ids[x] = r.stdout
+            check(r.returncode == 0 and f"executor {x} (".encode() in r.stderr and b"on the reference kernel" in r.stderr,
+                  f"run --executor {x} --verbose names the executor and counts the fallbacks")
+        check(ids["cpu"] == ids["ref"] and ids["cpu"].count(b",") == 15,
+              "run --tokens: the cpu executor and the reference evaluator choose the same 16 greedy ids (f32 model)")
+        r = run(ggflow, "run", "--executor", "gpu", "-m", stories, "-p", "Once")
+        check(r.returncode != 0 and b"executor" in r.stderr, "run --executor gpu: refused, naming the option")
+        r = run(ggflow, "bench", "-m", stories, "-p", "16", "-n", "8", "-r", "2", "--batch", "1,2", "--json")
+        try:
+            recs = json.loads(r.stdout)
+        except ValueError:
+            recs = []
+        check(r.returncode == 0 and [x["test"] for x in recs] == ["pp16", "tg8", "tg8 x1", "tg8 x2"]
+              and all(len(x["samples_ts"]) == 2 and x["avg_ts"] > 0 and "n_prompt" in x and "n_gen" in x
+                      and "stddev_ts" in x and "n_threads" in x for x in recs)
+              and [x["n_seq"] for x in recs] == [1, 1, 1, 2],
+              "bench --json: one llama-bench style record per test (pp, tg, batched)")
+        r = run(ggflow, "bench", "-m", stories, "-p", "8", "-n", "0", "-r", "1", "--engine", "raw", "--batch", "2")
+        check(r.returncode == 1 and b"paged" in r.stderr, "bench --batch needs the paged engine: clear error")
         r = run(ggflow, "run", "-m", stories, "-p", "Once", "--chat")
         check(r.returncode == 1 and b"no chat template" in r.stderr, "run --chat without a template: clear error")
         r = run(ggflow, "run", "-m", stories, "-p", "Once", "--temperature", "-1")
