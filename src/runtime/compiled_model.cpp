@@ -98,6 +98,15 @@ Result<size_t> Signature::output(const ir::Model& m, std::string_view name) cons
   return make_error("the model has no output '" + std::string(name) + "'", "its outputs: " + names(m, outputs, false));
 }
 
+Status CompiledModel::bind_inputs(std::initializer_list<std::pair<size_t*, std::string_view>> inputs) const {
+  for (const auto& [slot, name] : inputs) {
+    auto i = input(name);
+    if (!i) return i.error();
+    *slot = *i;
+  }
+  return {};
+}
+
 Result<std::unique_ptr<CompiledModel>> compile(ir::Model model, const CompileOptions& options) {
   switch (options.executor) {
     case Executor::ref: return compile_ref(std::move(model));

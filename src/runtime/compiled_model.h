@@ -25,7 +25,9 @@
 // and `ref` (the IR reference evaluator, the math oracle).
 #pragma once
 
+#include <initializer_list>
 #include <memory>
+#include <utility>
 #include <span>
 #include <string>
 #include <string_view>
@@ -74,6 +76,8 @@ class CompiledModel {
   Result<size_t> input(std::string_view name) const { return sig_.input(*model_, name); }
   Result<size_t> output(std::string_view name) const { return sig_.output(*model_, name); }
   size_t n_inputs() const { return sig_.inputs.size(); }
+  // Set-up: each named input's index into its slot; the first missing name is the error.
+  Status bind_inputs(std::initializer_list<std::pair<size_t*, std::string_view>> inputs) const;
 
   // Every cache gets `rows` along its dynamic axis, zero-filled the first time; what is written
   // in the leading rows is kept. The one place caches are allocated or grown: the paged pool

@@ -32,14 +32,10 @@ Result<std::unique_ptr<PagedRunner>> PagedRunner::from_model(ir::Model model, in
   const CompiledModel& c = *r->cm_;
   if (c.signature().caches.empty())
     return make_error("PagedRunner: the model has no paged caches", "convert it with SDPAToPagedAttention");
-  for (auto [at, name] : {std::pair{&r->in_ids_, "input_ids"}, {&r->in_pos_, "position_ids"}, {&r->in_past_, "past_lens"},
+  if (auto st = c.bind_inputs({{&r->in_ids_, "input_ids"}, {&r->in_pos_, "position_ids"}, {&r->in_past_, "past_lens"},
                           {&r->in_sb_, "subsequence_begins"}, {&r->in_bi_, "block_indices"},
                           {&r->in_bib_, "block_indices_begins"}, {&r->in_max_, "max_context_len"},
-                          {&r->in_sampled_, "sampled_tokens_indices"}}) {
-    auto i = c.input(name);
-    if (!i) return i.error();
-    *at = *i;
-  }
+                          {&r->in_sampled_, "sampled_tokens_indices"}}); !st) return st.error();
   auto lo = c.output("logits");
   if (!lo) return lo.error();
   r->out_logits_ = *lo;

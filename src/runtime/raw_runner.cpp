@@ -16,12 +16,8 @@ Result<std::unique_ptr<RawRunner>> RawRunner::create(const ModelFile& file, cons
   r->n_ctx_ = opt.n_ctx > 0 ? opt.n_ctx : file.n_ctx_train();
   r->cm_ = std::move(*cm);
   const CompiledModel& c = *r->cm_;
-  for (auto [at, name] : {std::pair{&r->in_tokens_, "inp_tokens"}, {&r->in_pos_, "inp_pos"},
-                          {&r->in_out_ids_, "inp_out_ids"}, {&r->in_kv_idxs_, "self_kv_idxs"}}) {
-    auto i = c.input(name);
-    if (!i) return i.error();
-    *at = *i;
-  }
+  if (auto st = c.bind_inputs({{&r->in_tokens_, "inp_tokens"}, {&r->in_pos_, "inp_pos"},
+                          {&r->in_out_ids_, "inp_out_ids"}, {&r->in_kv_idxs_, "self_kv_idxs"}}); !st) return st.error();
   if (auto i = c.input("self_kq_mask")) r->in_mask_ = static_cast<int>(*i);
   if (auto i = c.input("self_kq_mask_swa")) r->in_mask_swa_ = static_cast<int>(*i);
   auto lo = c.output("logits");

@@ -31,12 +31,8 @@ class SdpaRunner final : public SequenceRunner {
     r->n_vocab_ = file.n_vocab();
     r->n_ctx_ = opt.n_ctx > 0 ? opt.n_ctx : file.n_ctx_train();
     r->cm_ = std::move(*cm);
-    for (auto [at, name] : {std::pair{&r->in_ids_, "input_ids"}, {&r->in_mask_, "attention_mask"},
-                            {&r->in_pos_, "position_ids"}, {&r->in_beam_, "beam_idx"}}) {
-      auto i = r->cm_->input(name);
-      if (!i) return i.error();
-      *at = *i;
-    }
+    if (auto st = r->cm_->bind_inputs({{&r->in_ids_, "input_ids"}, {&r->in_mask_, "attention_mask"},
+                            {&r->in_pos_, "position_ids"}, {&r->in_beam_, "beam_idx"}}); !st) return st.error();
     auto lo = r->cm_->output("logits");
     if (!lo) return lo.error();
     r->out_logits_ = *lo;
