@@ -46,7 +46,6 @@ Result<Evaluator> Evaluator::create(const Model& model, EvalOptions options) {
   Evaluator e;
   e.model_ = &model;
   e.opt_ = std::move(options);
-  e.n_params_ = model.parameters().size();
   std::unordered_map<const Node*, uint32_t> step_of;
   std::unordered_map<const Node*, int> param_of;
   for (size_t i = 0; i < model.parameters().size(); ++i) param_of[model.parameters()[i].get()] = static_cast<int>(i);
@@ -88,9 +87,9 @@ Result<Evaluator> Evaluator::create(const Model& model, EvalOptions options) {
 
 Result<std::vector<Tensor>> Evaluator::run(std::span<const Tensor> parameters, std::vector<Tensor>* state,
                                            std::span<const uint8_t> writable) const {
-  if (parameters.size() != n_params_)
+  if (parameters.size() != model_->parameters().size())
     return make_error("evaluate: got " + std::to_string(parameters.size()) + " parameter values, the model has " +
-                      std::to_string(n_params_));
+                      std::to_string(model_->parameters().size()));
   if (state && state->size() != var_ids_.size()) state->resize(var_ids_.size());
   std::vector<std::vector<Tensor>> values(steps_.size());
   // exclusive[i][o]: only value (i, o) reaches its buffer, and that buffer may be written

@@ -40,7 +40,6 @@ class Evaluator {
   // Errors: a cycle, a node whose shape inference failed.
   static Result<Evaluator> create(const Model& model, EvalOptions options = {});
 
-  size_t n_parameters() const { return n_params_; }
   // Variable ids (ReadValue/Assign), in order of first appearance: the layout of `state` in run().
   const std::vector<std::string>& variable_ids() const { return var_ids_; }
 
@@ -65,7 +64,6 @@ class Evaluator {
   };
   const Model* model_ = nullptr;
   EvalOptions opt_;
-  size_t n_params_ = 0;
   std::vector<Step> steps_;
   std::vector<uint32_t> result_steps_;  // the Result nodes' steps, model order
   std::vector<std::string> var_ids_;
