@@ -42,23 +42,30 @@ Result<RequestId> ContinuousBatchingPipeline::add_chat_request(const nlohmann::o
 
 Result<RequestId> ContinuousBatchingPipeline::add_request(std::string_view prompt, const text::SamplingParams& params,
                                                           RequestStreamer stream) {
-  if (auto s = params.validate(format_->tokenizer().n_vocab()); !s) return s.error();
   auto ids = format_->encode(prompt);
   if (!ids) return ids.error();
+  return add_request_tokens(std::move(*ids), params, std::move(stream));
+}
+
+Result<RequestId> ContinuousBatchingPipeline::add_request_tokens(std::vector<int32_t> prompt_ids,
+                                                                 const text::SamplingParams& params,
+                                                                 RequestStreamer stream) {
+  if (auto s = params.validate(format_->tokenizer().n_vocab()); !s) return s.error();
   text::SamplingParams p = params;
   p.stop_token_ids = format_->stop_ids(p.stop_token_ids);
-  const int64_t room = engine_->max_model_len() - static_cast<int64_t>(ids->size());
+  const int64_t room = engine_->max_model_len() - static_cast<int64_t>(prompt_ids.size());
   if (room < 1)
-    return make_error("the prompt has " + std::to_string(ids->size()) + " tokens; the context holds " +
+    return make_error("the prompt has " + std::to_string(prompt_ids.size()) + " tokens; the context holds " +
                           std::to_string(engine_->max_model_len()),
                       "shorten the prompt or give the KV cache more blocks");
   serving::RequestParams rp;
   rp.max_tokens = p.max_tokens > 0 ? std::min(p.max_tokens, room) : room;
   p.max_tokens = rp.max_tokens;  // the stop rules end on Length with the engine, releasing held text
   rp.stop_token_ids = p.stop_token_ids;
-  rp.sample = serving::make_sampler_fn(p, *ids);
+  rp.sample = serving::make_sampler_fn(p, prompt_ids);
   rp.on_token = [this](RequestId id, int32_t token) { return on_token(id, token); };
-  auto id = engine_->add_request(std::move(*ids), std::move(rp));
+  rp.logprobs = p.logprobs;
+  auto id = engine_->add_request(std::move(prompt_ids), std::move(rp));
   if (!id) return id.error();
   Request& r = requests_[*id];
   r.decoder = std::make_unique<text::StreamDecoder>(format_->tokenizer());
@@ -87,6 +94,13 @@ bool ContinuousBatchingPipeline::on_token(RequestId id, int32_t token) {
     return false;
   }
   return r.finish == text::FinishReason::None;
+}
+
+void ContinuousBatchingPipeline::release(RequestId id) {
+  const serving::Sequence* s = engine_->sequence(id);
+  if (s && s->state != serving::Sequence::State::Finished) return;
+  engine_->release(id);
+  requests_.erase(id);
 }
 
 Status ContinuousBatchingPipeline::cancel(RequestId id) { return engine_->cancel(id); }

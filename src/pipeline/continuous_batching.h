@@ -52,11 +52,16 @@ class ContinuousBatchingPipeline {
   // prompt, a prompt that does not fit the context.
   Result<RequestId> add_request(std::string_view prompt, const text::SamplingParams& params,
                                 RequestStreamer stream = {});
+  // The same from token ids (already encoded, e.g. by a server thread with format().encode()).
+  Result<RequestId> add_request_tokens(std::vector<int32_t> ids, const text::SamplingParams& params,
+                                       RequestStreamer stream = {});
   Result<RequestId> add_chat_request(const nlohmann::ordered_json& messages, const text::SamplingParams& params,
                                      RequestStreamer stream = {});
   Status cancel(RequestId id);               // frees the request's blocks at once
   Result<serving::StepStats> step();
   Status run_until_done();
+  // Forgets a finished request (its result() is gone); a no-op for one still running.
+  void release(RequestId id);
   // A finished (or running) request's text, tokens, finish reason, usage and timing.
   Result<GenerationResult> result(RequestId id) const;
   // Runs every prompt to completion together; results in the order of `prompts`.
@@ -64,6 +69,8 @@ class ContinuousBatchingPipeline {
                                                  const text::SamplingParams& params);
 
   const text::Tokenizer& tokenizer() const { return format_->tokenizer(); }
+  // Shared and immutable: safe to use from other threads than the one that steps the pipeline.
+  std::shared_ptr<const PromptFormat> format() const { return format_; }
   serving::ContinuousBatchingEngine& engine() { return *engine_; }
   // The paged model open() compiled (nullptr over another runner).
   const runtime::CompiledModel* compiled_model() const { return compiled_; }

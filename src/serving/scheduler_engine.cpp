@@ -146,6 +146,7 @@ Result<StepStats> ContinuousBatchingEngine::step() {
     if (s->state == Sequence::State::Finished) continue;  // cannot happen today; cheap guard
     auto row = logits->row(r);  // f32 [vocab]
     const int32_t tok = s->params.sample ? s->params.sample(row) : greedy(row);
+    if (s->params.logprobs >= 0) s->logprobs.push_back(text::step_logprobs(row, tok, s->params.logprobs));
     if (accept_token(s, tok)) ++st.num_finished;
   }
   in_step_ = false;

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "text/logprobs.h"
 #include "text/sampler.h"
 #include "text/sampler_stop.h"
 
@@ -39,6 +40,7 @@ struct RequestParams {
   std::vector<int32_t> stop_token_ids;   // generation ends after emitting one of these (it is kept in the output)
   TokenSampleFn sample;                  // empty: greedy; see make_sampler_fn() for text::Sampler
   TokenCallback on_token;                // optional streaming callback
+  int32_t logprobs = -1;                 // >= 0: record each generated token's StepLogprobs (that many top tokens)
 };
 
 // Wraps text::Sampler (its penalties and per-request RNG) as a TokenSampleFn. The sampler is
@@ -77,6 +79,7 @@ struct Sequence {
   RequestId id = 0;
   RequestParams params;
   std::vector<int32_t> tokens;  // i32 [len]: prompt, then generated tokens
+  std::vector<text::StepLogprobs> logprobs;  // one per generated token when params.logprobs >= 0
   int64_t prompt_len = 0;
   int64_t max_len = 0;          // tokens.size() at which generation ends with Length
   int64_t num_computed = 0;     // leading tokens whose K/V are in cache

@@ -32,6 +32,8 @@ Status SamplingParams::validate(int64_t vocab_size) const {
       return bad("stop token id " + std::to_string(tok) + " is outside the vocabulary", "use ids from the model's tokenizer");
   for (const auto& s : stop)
     if (s.empty()) return bad("stop strings must not be empty", "remove the empty string from `stop`");
+  if (logprobs < -1 || logprobs > 20)
+    return bad("logprobs = " + std::to_string(logprobs) + " must be in [0, 20] (or -1 for none)", "ask for at most 20 top tokens");
   if (max_tokens < -1 || max_tokens == 0)
     return bad("max_tokens = " + std::to_string(max_tokens) + " must be >= 1", "omit it (or -1) for no limit");
   return {};

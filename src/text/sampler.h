@@ -44,6 +44,8 @@ struct SamplingParams {
   std::vector<int32_t> stop_token_ids;
   std::vector<std::string> stop;     // stop strings, never emitted
   int64_t max_tokens = -1;           // generated tokens at most; -1: no limit
+  int32_t logprobs = -1;             // -1: none; n in [0, 20]: record each step's log-probabilities
+                                     // (the chosen token and the n most likely; text/logprobs.h)
 
   // Rejects invalid values with a message naming the parameter; `vocab_size` bounds token ids
   // (pass 0 to skip that check).

@@ -1,0 +1,163 @@
+// `ggflow serve`: the OpenAI-compatible server (docs/SERVER.md).
+//
+//   ggflow serve -m FILE [--host H] [--port P] [-t N] [--parallel N] [--kv-cache SIZE]
+//                [--max-batched-tokens N] [--ctx-size N] [--max-queue N] [--api-key KEY]
+//                [--served-model-name NAME] [--no-webui] [--max-body SIZE] [--shutdown-timeout S]
+//
+// Listens first (so /health answers and the model routes say 503 while loading), then loads the
+// model; SIGTERM or SIGINT drains (server/http_server.h) and exits 0.
+#include <pthread.h>
+
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+
+#include "cli/commands.h"
+#include "pipeline/continuous_batching.h"
+#include "serving/block_manager.h"
+#include "server/http_server.h"
+
+namespace ggflow::cli {
+namespace {
+
+struct Opts {
+  std::string model, host = "127.0.0.1", kv_cache = "256MiB", api_key, name, max_body = "8MiB", executor = "cpu";
+  int port = 8080, threads = 0, parallel = 8, max_batched = 512, max_queue = 64, shutdown_timeout = 10;
+  int64_t ctx = 0;
+  bool no_webui = false;
+};
+
+// "512" (a count) or "256MiB", "1GiB", "64MB", "4096KiB", "1000000B" (bytes). Returns bytes, or
+// -count for a plain number when `count_ok`.
+Result<int64_t> parse_size(const std::string& flag, const std::string& s, bool count_ok) {
+  size_t used = 0;
+  double v = 0;
+  try {
+    v = std::stod(s, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  const std::string unit = s.substr(used);
+  double mult = 0;
+  if (unit.empty() && count_ok) mult = -1;
+  for (auto [u, m] : {std::pair<const char*, double>{"B", 1}, {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0},
+                      {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}})
+    if (unit == u) mult = m;
+  if (used == 0 || mult == 0 || !(v > 0) || v * std::abs(mult) > 1e15)
+    return make_error(flag + " = '" + s + "' is not " + (count_ok ? "a block count or " : "") + "a size",
+                      "write e.g. " + std::string(count_ok ? "512 (blocks of 32 tokens), " : "") + "256MiB or 1GiB");
+  return int64_t(v * mult);
+}
+
+std::string default_name(const std::string& path) {
+  std::string stem = std::filesystem::path(path).filename().string();
+  if (stem.size() > 5 && stem.substr(stem.size() - 5) == ".gguf") stem.resize(stem.size() - 5);
+  return stem;
+}
+
+// The model, its KV pool and context, as the pipeline wants them.
+Result<std::unique_ptr<pipeline::ContinuousBatchingPipeline>> load(const Opts& o, int64_t& context) {
+  auto file = runtime::ModelFile::open(o.model);
+  if (!file) return file.error();
+  const auto& hp = (*file)->hparams();
+  auto kv = parse_size("--kv-cache", o.kv_cache, true);
+  if (!kv) return kv.error();
+  const int64_t per_block = serving::BlockManager::kv_bytes_per_block(hp.n_layer, hp.n_head_kv, hp.head_dim, sizeof(float));
+  const int64_t blocks = *kv < 0 ? -*kv : *kv / per_block;
+  if (blocks < 1 || blocks > INT32_MAX)
+    return make_error("--kv-cache " + o.kv_cache + " holds " + std::to_string(blocks) + " blocks of 32 tokens (" +
+                          std::to_string(per_block) + " bytes each for this model)",
+                      "give the KV cache at least one block's worth");
+  const int64_t capacity = blocks * serving::BlockManager::kBlockSize;
+  context = o.ctx > 0 ? o.ctx : std::min<int64_t>({2048, (*file)->n_ctx_train(), capacity});
+  if (context > capacity)
+    return make_error("--ctx-size " + std::to_string(context) + " does not fit the KV cache: " + std::to_string(blocks) +
+                          " blocks x 32 tokens = " + std::to_string(capacity) + " tokens",
+                      "lower --ctx-size or raise --kv-cache");
+  serving::EngineConfig cfg;
+  cfg.num_blocks = int32_t(blocks);
+  cfg.max_num_seqs = o.parallel;
+  cfg.max_num_batched_tokens = std::max(o.max_batched, o.parallel);
+  cfg.max_model_len = context;
+  runtime::CompileOptions co;
+  co.executor = *runtime::executor_from_name(o.executor);
+  co.threads = o.threads;
+  std::fprintf(stderr, "ggflow serve: KV cache %lld blocks x 32 tokens (%.1f MiB), context %lld tokens, %d sequences at once\n",
+               static_cast<long long>(blocks), double(blocks * per_block) / 1048576.0, static_cast<long long>(context), o.parallel);
+  return pipeline::ContinuousBatchingPipeline::open(**file, cfg, co);
+}
+
+int serve(const Opts& o) {
+  // Every thread started from here on inherits the blocked signals; main takes them with sigwait.
+  sigset_t stop_signals;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGTERM);
+  sigaddset(&stop_signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &stop_signals, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
+
+  server::ServeConfig cfg;
+  cfg.host = o.host;
+  cfg.port = o.port;
+  cfg.api_key = o.api_key;
+  if (cfg.api_key.empty())
+    if (const char* env = std::getenv("GGFLOW_API_KEY")) cfg.api_key = env;
+  cfg.served_name = o.name.empty() ? default_name(o.model) : o.name;
+  cfg.webui = !o.no_webui;
+  auto body = parse_size("--max-body", o.max_body, false);
+  if (!body) return fail("serve", body.error());
+  cfg.max_body = size_t(*body);
+  cfg.shutdown_timeout_s = o.shutdown_timeout;
+  cfg.loop.max_num_seqs = o.parallel;
+  cfg.loop.max_queue = o.max_queue;
+
+  server::Server srv(cfg);
+  auto port = srv.bind();
+  if (!port) return fail("serve", port.error());
+  srv.start();
+  std::fprintf(stderr, "ggflow serve: listening on http://%s:%d, loading %s\n", o.host.c_str(), *port, o.model.c_str());
+  int64_t context = 0;
+  auto pipe = load(o, context);
+  if (!pipe) {
+    srv.shutdown();
+    return fail("serve", pipe.error());
+  }
+  srv.set_model(std::move(*pipe), context);
+  std::fprintf(stderr, "ggflow serve: ready: model '%s' at http://%s:%d/v1 (chat page: %s)\n", cfg.served_name.c_str(),
+               o.host.c_str(), *port, cfg.webui ? "/" : "off");
+  int sig = 0;
+  sigwait(&stop_signals, &sig);
+  std::fprintf(stderr, "ggflow serve: %s: draining (up to %d s), then exiting\n", sig == SIGINT ? "SIGINT" : "SIGTERM",
+               o.shutdown_timeout);
+  srv.shutdown();
+  std::fprintf(stderr, "ggflow serve: stopped\n");
+  return 0;
+}
+
+void add(CLI::App& app, int& rc) {
+  auto* cmd = app.add_subcommand("serve", "Serve a model over an OpenAI-compatible HTTP API (docs/SERVER.md)");
+  auto o = std::make_shared<Opts>();
+  cmd->add_option("-m,--model", o->model, "the .gguf model")->required();
+  cmd->add_option("--host", o->host, "address to listen on")->capture_default_str();
+  cmd->add_option("--port", o->port, "port (0: any free port, printed)")->capture_default_str()->check(CLI::Range(0, 65535));
+  cmd->add_option("-t,--threads", o->threads, "executor threads (default: the machine's cores)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--parallel,--max-num-seqs", o->parallel, "sequences decoded together")->capture_default_str()->check(CLI::Range(1, 1024));
+  cmd->add_option("--kv-cache", o->kv_cache, "KV pool: blocks of 32 tokens (512) or a size (256MiB)")->capture_default_str();
+  cmd->add_option("--max-batched-tokens", o->max_batched, "tokens per engine step")->capture_default_str()->check(CLI::Range(1, 1 << 20));
+  cmd->add_option("--ctx-size", o->ctx, "tokens per request (default: min(2048, the model's, the pool))")->check(CLI::Range(int64_t(1), int64_t(1) << 30));
+  cmd->add_option("--max-queue", o->max_queue, "requests waiting beyond --parallel before 429")->capture_default_str()->check(CLI::Range(0, 1 << 20));
+  cmd->add_option("--api-key", o->api_key, "require 'Authorization: Bearer KEY' (default: $GGFLOW_API_KEY)");
+  cmd->add_option("--served-model-name", o->name, "the model name of the API (default: the file name)");
+  cmd->add_flag("--no-webui", o->no_webui, "do not serve the chat page at /");
+  cmd->add_option("--max-body", o->max_body, "largest request body")->capture_default_str();
+  cmd->add_option("--shutdown-timeout", o->shutdown_timeout, "seconds SIGTERM waits for running requests")->capture_default_str()->check(CLI::Range(0, 3600));
+  cmd->add_option("--executor", o->executor, "cpu | ref")->check(CLI::IsMember({"cpu", "ref"}))->capture_default_str();
+  cmd->callback([o, &rc] { rc = serve(*o); });
+}
+
+}  // namespace
+
+GGFLOW_COMMAND(serve, add);
+
+}  // namespace ggflow::cli

@@ -1,0 +1,234 @@
+// The engine loop (see engine_loop.h for the model).
+#include "server/engine_loop.h"
+
+#include <cstdio>
+
+namespace ggflow::server {
+
+std::vector<RequestEvent> RequestHandle::wait(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> l(m_);
+  cv_.wait_for(l, timeout, [&] { return !events_.empty(); });
+  std::vector<RequestEvent> out(std::make_move_iterator(events_.begin()), std::make_move_iterator(events_.end()));
+  events_.clear();
+  return out;
+}
+
+void RequestHandle::push(RequestEvent e) {
+  {
+    std::lock_guard<std::mutex> l(m_);
+    events_.push_back(std::move(e));
+  }
+  cv_.notify_all();
+}
+
+EngineLoop::EngineLoop(pipeline::ContinuousBatchingPipeline& pipe, const LoopConfig& cfg, Metrics& metrics)
+    : pipe_(pipe), cfg_(cfg), metrics_(metrics) {
+  update_gauges();
+  thread_ = std::thread([this] { run(); });
+}
+
+EngineLoop::~EngineLoop() {
+  {
+    std::lock_guard<std::mutex> l(m_);
+    stop_ = true;
+    cancel_all_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+int64_t EngineLoop::live() const {
+  std::lock_guard<std::mutex> l(m_);
+  return live_;
+}
+
+EngineLoop::Admission EngineLoop::submit(std::vector<Submission> group) {
+  {
+    std::lock_guard<std::mutex> l(m_);
+    if (draining_) return Admission::Draining;
+    if (live_ + int64_t(group.size()) > int64_t(cfg_.max_num_seqs) + cfg_.max_queue) return Admission::QueueFull;
+    live_ += int64_t(group.size());
+    Group g;
+    g.members = std::move(group);
+    inbox_.push_back(std::move(g));
+  }
+  cv_.notify_all();
+  return Admission::Accepted;
+}
+
+void EngineLoop::cancel(const std::shared_ptr<RequestHandle>& handle) {
+  {
+    std::lock_guard<std::mutex> l(m_);
+    cancels_.push_back(handle);
+  }
+  cv_.notify_all();
+}
+
+void EngineLoop::drain(std::chrono::milliseconds timeout) {
+  draining_ = true;
+  std::unique_lock<std::mutex> l(m_);
+  if (!idle_cv_.wait_for(l, timeout, [&] { return live_ == 0; })) {
+    cancel_all_ = true;
+    cv_.notify_all();
+    idle_cv_.wait(l, [&] { return live_ == 0; });
+  }
+}
+
+// A request that never reached the engine (rejected by the pipeline, or cancelled while held).
+static void end_unstarted(const Submission& s, text::FinishReason why, std::string error) {
+  RequestEvent e;
+  e.index = s.index;
+  e.done = true;
+  e.finish = why;
+  e.error = std::move(error);
+  s.handle->push(std::move(e));
+}
+
+pipeline::RequestId EngineLoop::add_one(Submission& s) {
+  const int64_t prompt_len = int64_t(s.prompt.size());
+  auto handle = s.handle;  // s.prompt is moved below
+  auto id = pipe_.add_request_tokens(std::move(s.prompt), s.params, [this](pipeline::RequestId rid, std::string_view piece) {
+    auto it = active_.find(rid);
+    if (it != active_.end()) it->second.text.append(piece);
+    return true;
+  });
+  if (!id) {
+    end_unstarted(s, text::FinishReason::Error, id.error().str());
+    std::lock_guard<std::mutex> l(m_);
+    if (--live_ == 0) idle_cv_.notify_all();
+    return 0;
+  }
+  metrics_.add_prompt_tokens(prompt_len);
+  active_[*id] = Active{handle, s.index, {}, 0};
+  return *id;
+}
+
+void EngineLoop::admit(Group& g) {
+  if (g.next == 0 && !g.members.empty()) {
+    g.leader = add_one(g.members[0]);  // 0: it failed, the siblings need not wait
+    g.next = 1;
+    if (g.members.size() == 1) return;
+  }
+  // Siblings start once the leader's prompt is in the cache (or the leader is gone).
+  const serving::Sequence* leader = pipe_.engine().sequence(g.leader);
+  const bool ready = !leader || leader->state == serving::Sequence::State::Finished || leader->num_computed >= leader->prompt_len;
+  if (!ready) return;
+  for (; g.next < g.members.size(); ++g.next) add_one(g.members[g.next]);
+}
+
+void EngineLoop::publish() {
+  auto& engine = pipe_.engine();
+  std::vector<pipeline::RequestId> finished;
+  for (auto& [id, a] : active_) {
+    const serving::Sequence* s = engine.sequence(id);
+    RequestEvent e;
+    e.index = a.index;
+    auto toks = engine.take_new_tokens(id);
+    if (toks) e.tokens = std::move(*toks);
+    if (s && a.logprobs_sent < s->logprobs.size()) {
+      e.logprobs.assign(s->logprobs.begin() + std::ptrdiff_t(a.logprobs_sent), s->logprobs.end());
+      a.logprobs_sent = s->logprobs.size();
+    }
+    e.text = std::move(a.text);
+    a.text.clear();
+    metrics_.add_generation_tokens(int64_t(e.tokens.size()));
+    if (!s || s->state == serving::Sequence::State::Finished) {
+      e.done = true;
+      auto out = engine.output(id);
+      auto r = pipe_.result(id);
+      e.finish = r ? r->finish : text::FinishReason::Error;
+      if (!r) e.error = r.error().str();
+      if (out) {
+        e.usage = out->usage;
+        e.timing = out->timing;
+      }
+      metrics_.on_finished(e.finish, e.usage, e.timing);
+      finished.push_back(id);
+    }
+    if (!e.text.empty() || !e.tokens.empty() || e.done) a.handle->push(std::move(e));
+  }
+  for (auto id : finished) {
+    active_.erase(id);
+    pipe_.release(id);
+  }
+  if (!finished.empty()) {
+    std::lock_guard<std::mutex> l(m_);
+    live_ -= int64_t(finished.size());
+    if (live_ == 0) idle_cv_.notify_all();
+  }
+}
+
+void EngineLoop::update_gauges() {
+  const auto& engine = pipe_.engine();
+  EngineGauges g;
+  g.running = int64_t(engine.scheduler().running().size());
+  g.waiting = int64_t(engine.scheduler().waiting().size());
+  for (const auto& grp : groups_) g.waiting += int64_t(grp.members.size() - grp.next);
+  {
+    std::lock_guard<std::mutex> l(m_);
+    for (const auto& grp : inbox_) g.waiting += int64_t(grp.members.size());
+  }
+  g.num_blocks = engine.num_blocks();
+  g.blocks_used = engine.num_blocks() - engine.blocks().num_free();
+  g.block_size = int32_t(serving::BlockManager::kBlockSize);
+  metrics_.set_gauges(g);
+}
+
+void EngineLoop::run() {
+  for (;;) {
+    std::vector<Group> incoming;
+    std::vector<std::shared_ptr<RequestHandle>> cancels;
+    bool cancel_all = false, stop = false;
+    {
+      std::unique_lock<std::mutex> l(m_);
+      cv_.wait(l, [&] { return stop_ || cancel_all_ || !inbox_.empty() || !cancels_.empty() || pipe_.engine().has_unfinished() || !groups_.empty(); });
+      incoming.swap(inbox_);
+      cancels.swap(cancels_);
+      cancel_all = cancel_all_;
+      stop = stop_;
+    }
+    for (auto& g : incoming) groups_.push_back(std::move(g));
+    if (cancel_all) {
+      // Held members never started: they end here; running ones are cancelled in the engine.
+      int64_t dropped = 0;
+      for (auto& g : groups_)
+        for (size_t i = g.next; i < g.members.size(); ++i, ++dropped)
+          end_unstarted(g.members[i], text::FinishReason::Cancelled, {});
+      groups_.clear();
+      for (auto& [id, a] : active_) (void)pipe_.cancel(id);
+      std::lock_guard<std::mutex> l(m_);
+      live_ -= dropped;
+      if (live_ == 0) idle_cv_.notify_all();
+    }
+    for (const auto& h : cancels) {
+      for (auto& [id, a] : active_)
+        if (a.handle == h) (void)pipe_.cancel(id);
+      for (auto& g : groups_)
+        for (size_t i = g.next; i < g.members.size();)
+          if (g.members[i].handle == h) {  // not started: drop it from the group
+            end_unstarted(g.members[i], text::FinishReason::Cancelled, {});
+            g.members.erase(g.members.begin() + std::ptrdiff_t(i));
+            std::lock_guard<std::mutex> l(m_);
+            if (--live_ == 0) idle_cv_.notify_all();
+          } else {
+            ++i;
+          }
+    }
+    for (auto& g : groups_) admit(g);
+    std::erase_if(groups_, [](const Group& g) { return g.next >= g.members.size(); });
+
+    if (pipe_.engine().has_unfinished()) {
+      auto st = pipe_.step();
+      if (st) {
+        metrics_.add_preemptions(st->num_preempted);
+      } else {
+        std::fprintf(stderr, "ggflow serve: engine step failed: %s\n", st.error().str().c_str());
+      }
+    }
+    publish();
+    update_gauges();
+    if (stop && active_.empty() && groups_.empty()) return;
+  }
+}
+
+}  // namespace ggflow::server

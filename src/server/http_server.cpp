@@ -1,0 +1,210 @@
+// The HTTP side of `ggflow serve` (see http_server.h): set-up, key and readiness checks, errors,
+// access log and the small routes. The generation routes are in routes_generate.cpp, the
+// tokenizer routes in routes_tokens.cpp.
+#include "server/http_server.h"
+
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+
+#include "server/openai_response.h"
+
+namespace ggflow::server {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// The request on this HTTP thread, for the access log (httplib calls the pre-routing handler,
+// the route and the logger on the connection's thread).
+thread_local Clock::time_point t_start;
+
+bool needs_model(const std::string& path) {
+  return path.rfind("/v1/", 0) == 0 || path == "/tokenize" || path == "/detokenize" || path == "/apply-template";
+}
+
+// A status httplib answered by itself (no route, body too large, malformed HTTP): its OpenAI error.
+ApiError error_for_status(int status, const httplib::Request& req) {
+  switch (status) {
+    case 404: return {404, "not_found_error", "not_found", "", "no route " + req.method + " " + req.path + "; see docs/SERVER.md for the routes"};
+    case 405: return {405, "invalid_request_error", "method_not_allowed", "", req.method + " is not allowed on " + req.path};
+    case 413: return {413, "invalid_request_error", "request_too_large", "", "the request body is larger than the server's --max-body limit"};
+    case 414: return {414, "invalid_request_error", "uri_too_long", "", "the request URI is too long"};
+    default: return {status, status >= 500 ? "server_error" : "invalid_request_error", "http_" + std::to_string(status), "",
+                     "the HTTP request was refused (status " + std::to_string(status) + ")"};
+  }
+}
+
+}  // namespace
+
+void send_error(httplib::Response& res, const ApiError& e) {
+  res.status = e.status;
+  res.set_content(dump(e.to_json()), "application/json");
+}
+
+void send_json(httplib::Response& res, const Json& body, int status) {
+  res.status = status;
+  res.set_content(dump(body), "application/json");
+}
+
+Server::Server(ServeConfig cfg) : cfg_(std::move(cfg)) {
+  // One thread per connection: a streaming client holds one for its whole answer, so the pool
+  // covers every request that may be live plus some for /metrics, /health and refusals.
+  const size_t threads = size_t(cfg_.loop.max_num_seqs + cfg_.loop.max_queue) + 16;
+  http_.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  http_.set_payload_max_length(cfg_.max_body);
+  http_.set_keep_alive_timeout(5);
+  http_.set_read_timeout(30, 0);   // a client that stalls mid-body loses its connection
+  http_.set_write_timeout(30, 0);
+  http_.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+    t_start = Clock::now();
+    return admit_route(req, res) ? httplib::Server::HandlerResponse::Unhandled : httplib::Server::HandlerResponse::Handled;
+  });
+  http_.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (res.body.empty() && !res.content_provider_) send_error(res, error_for_status(res.status, req));
+  });
+  http_.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+    std::string what = "unknown exception";
+    try {
+      if (ep) std::rethrow_exception(ep);
+    } catch (const std::exception& e) {
+      what = e.what();
+    } catch (...) {
+    }
+    send_error(res, {500, "server_error", "internal_error", "", "internal error: " + what + " (this is a bug; the server goes on)"});
+  });
+  http_.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+    metrics_.on_response(res.status);
+    const double secs = std::chrono::duration<double>(Clock::now() - t_start).count();
+    const auto tokens = res.get_header_value("X-Ggflow-Completion-Tokens");
+    std::fprintf(stderr, "ggflow serve: %s \"%s %s\" %d%s%s %.3fs\n", req.remote_addr.c_str(), req.method.c_str(),
+                 req.path.c_str(), res.status, tokens.empty() ? "" : " tokens=", tokens.c_str(), secs);
+  });
+  add_routes();
+}
+
+Server::~Server() {
+  http_.stop();
+  if (listener_.joinable()) listener_.join();
+  loop_.reset();
+}
+
+Result<int> Server::bind() {
+  int port = cfg_.port;
+  if (port == 0) {
+    port = http_.bind_to_any_port(cfg_.host);
+    if (port < 0) return make_error("cannot listen on " + cfg_.host, "check --host");
+  } else if (!http_.bind_to_port(cfg_.host, port)) {
+    return make_error("cannot listen on " + cfg_.host + ":" + std::to_string(port),
+                      "the port is in use or the address is not this machine's; pick another --port or --host");
+  }
+  cfg_.port = port;
+  return port;
+}
+
+void Server::start() {
+  listener_ = std::thread([this] { http_.listen_after_bind(); });
+}
+
+void Server::set_model(std::unique_ptr<pipeline::ContinuousBatchingPipeline> pipe, int64_t context) {
+  pipe_ = std::move(pipe);
+  model_ = ModelInfo{cfg_.served_name, context, pipe_->format()};
+  loop_ = std::make_unique<EngineLoop>(*pipe_, cfg_.loop, metrics_);
+  ready_ = true;
+}
+
+void Server::shutdown() {
+  stopping_ = true;
+  if (loop_) {
+    loop_->drain(std::chrono::seconds(cfg_.shutdown_timeout_s));
+    // The streams write their final chunks on their own threads: give them a moment.
+    for (int i = 0; i < 50 && http_.is_running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  http_.stop();
+  if (listener_.joinable()) listener_.join();
+  loop_.reset();
+}
+
+bool Server::admit_route(const httplib::Request& req, httplib::Response& res) {
+  if (!needs_model(req.path)) return true;
+  if (!cfg_.api_key.empty()) {
+    const std::string auth = req.get_header_value("Authorization");
+    if (auth != "Bearer " + cfg_.api_key) {
+      send_error(res, {401, "authentication_error", "invalid_api_key", "",
+                       auth.empty() ? "no API key: send the header 'Authorization: Bearer <key>'"
+                                    : "the API key is not valid: send 'Authorization: Bearer <key>' with the server's key"});
+      return false;
+    }
+  }
+  if (stopping_ || (loop_ && loop_->draining())) {
+    send_error(res, {503, "server_error", "shutting_down", "", "the server is shutting down; retry on another replica"});
+    return false;
+  }
+  if (!ready_) {
+    res.set_header("Retry-After", "1");
+    send_error(res, {503, "server_error", "model_loading", "", "the model is still loading; retry in a moment"});
+    return false;
+  }
+  return true;
+}
+
+void Server::models(const httplib::Request& req, httplib::Response& res) {
+  Json m = {{"id", model_.name}, {"object", "model"}, {"created", int64_t(std::time(nullptr))}, {"owned_by", "ggflow"},
+            {"max_model_len", model_.context}};
+  if (req.matches.size() > 1) {
+    if (req.matches[1] != model_.name)
+      return send_error(res, {404, "not_found_error", "model_not_found", "model",
+                              "the model '" + std::string(req.matches[1]) + "' does not exist; this server serves '" + model_.name + "'"});
+    return send_json(res, m);
+  }
+  send_json(res, {{"object", "list"}, {"data", Json::array({m})}});
+}
+
+void Server::add_routes() {
+  using Req = const httplib::Request&;
+  using Res = httplib::Response&;
+  http_.Get("/health", [](Req, Res res) { send_json(res, {{"status", "ok"}}); });
+  http_.Get("/ready", [this](Req, Res res) {
+    if (stopping_ || (loop_ && loop_->draining()))
+      return send_error(res, {503, "server_error", "shutting_down", "", "the server is shutting down"});
+    if (!ready_) return send_error(res, {503, "server_error", "model_loading", "", "the model is still loading"});
+    send_json(res, {{"status", "ready"}, {"model", model_.name}});
+  });
+  http_.Get("/metrics", [this](Req, Res res) { res.set_content(metrics_.render(), "text/plain; version=0.0.4"); });
+  if (cfg_.webui)
+    http_.Get("/", [](Req, Res res) {
+      const auto page = webui_page();
+      res.set_header("Content-Security-Policy", "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'");
+      res.set_header("X-Content-Type-Options", "nosniff");
+      res.set_content(page.data(), page.size(), "text/html; charset=utf-8");
+    });
+  http_.Get("/v1/models", [this](Req req, Res res) { models(req, res); });
+  http_.Get(R"(/v1/models/(.+))", [this](Req req, Res res) { models(req, res); });
+  http_.Post("/v1/chat/completions", [this](Req req, Res res) { generate(req, res, true); });
+  http_.Post("/v1/completions", [this](Req req, Res res) { generate(req, res, false); });
+  http_.Post("/tokenize", [this](Req req, Res res) { tokenize(req, res); });
+  http_.Post("/detokenize", [this](Req req, Res res) { detokenize(req, res); });
+  http_.Post("/apply-template", [this](Req req, Res res) { apply_template(req, res); });
+
+  // Known routes with another method: 405 with Allow, not 404.
+  auto not_allowed = [](const char* allow) {
+    return [allow](Req req, Res res) {
+      res.set_header("Allow", allow);
+      send_error(res, {405, "invalid_request_error", "method_not_allowed", "", req.method + " is not allowed on " + req.path + "; use " + allow});
+    };
+  };
+  for (const char* path : {"/v1/chat/completions", "/v1/completions", "/tokenize", "/detokenize", "/apply-template"}) {
+    http_.Get(path, not_allowed("POST"));
+    http_.Put(path, not_allowed("POST"));
+    http_.Patch(path, not_allowed("POST"));
+    http_.Delete(path, not_allowed("POST"));
+  }
+  for (const char* path : {"/v1/models", R"(/v1/models/(.+))", "/health", "/ready", "/metrics"}) {
+    http_.Post(path, not_allowed("GET"));
+    http_.Put(path, not_allowed("GET"));
+    http_.Patch(path, not_allowed("GET"));
+    http_.Delete(path, not_allowed("GET"));
+  }
+}
+
+}  // namespace ggflow::server

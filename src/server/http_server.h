@@ -1,0 +1,78 @@
+// Server: the HTTP side of `ggflow serve` (cpp-httplib): routes, API key, OpenAI-shaped errors,
+// access log, readiness and draining. The model is handed over once loaded (set_model); until
+// then the model routes answer 503 while /health already answers (docs/SERVER.md).
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include <httplib.h>
+
+#include "base/result.h"
+#include "pipeline/continuous_batching.h"
+#include "server/api_error.h"
+#include "server/engine_loop.h"
+#include "server/metrics.h"
+#include "server/openai_request.h"
+
+namespace ggflow::server {
+
+struct ServeConfig {
+  std::string host = "127.0.0.1";
+  int port = 8080;                  // 0: any free port
+  std::string api_key;              // empty: no key needed
+  std::string served_name;          // the model name clients use
+  bool webui = true;
+  size_t max_body = size_t(8) << 20;
+  int shutdown_timeout_s = 10;
+  LoopConfig loop;
+};
+
+class Server {
+ public:
+  explicit Server(ServeConfig cfg);
+  ~Server();
+
+  // Binds host:port; returns the port (the chosen one for port 0).
+  Result<int> bind();
+  // Serves on a background thread.
+  void start();
+  // The loaded model: requests are served from now on.
+  void set_model(std::unique_ptr<pipeline::ContinuousBatchingPipeline> pipe, int64_t context);
+  // SIGTERM: refuse new requests, let running ones finish for shutdown_timeout_s, cancel the rest,
+  // give their streams a moment to write the final chunk, stop listening.
+  void shutdown();
+
+ private:
+  void add_routes();
+  bool admit_route(const httplib::Request& req, httplib::Response& res);  // pre-routing: key, readiness
+  void generate(const httplib::Request& req, httplib::Response& res, bool chat);
+  void generate_blocking(const GenerationRequest& r, std::shared_ptr<RequestHandle> handle, httplib::Response& res);
+  void generate_stream(std::shared_ptr<const GenerationRequest> r, std::shared_ptr<RequestHandle> handle,
+                       httplib::Response& res);
+  void tokenize(const httplib::Request& req, httplib::Response& res);
+  void detokenize(const httplib::Request& req, httplib::Response& res);
+  void apply_template(const httplib::Request& req, httplib::Response& res);
+  void models(const httplib::Request& req, httplib::Response& res);
+
+  ServeConfig cfg_;
+  httplib::Server http_;
+  Metrics metrics_;
+  std::unique_ptr<pipeline::ContinuousBatchingPipeline> pipe_;
+  std::unique_ptr<EngineLoop> loop_;
+  ModelInfo model_;
+  std::atomic<bool> ready_{false};
+  std::atomic<bool> stopping_{false};
+  std::thread listener_;
+};
+
+void send_error(httplib::Response& res, const ApiError& e);
+void send_json(httplib::Response& res, const Json& body, int status = 200);
+
+// The chat page (server/webui/index.html, built into the binary).
+std::string_view webui_page();
+
+}  // namespace ggflow::server

@@ -1,0 +1,102 @@
+// Prometheus series of the server (see metrics.h).
+#include "server/metrics.h"
+
+#include <fmt/format.h>
+
+namespace ggflow::server {
+
+void Histogram::observe(double v) {
+  size_t i = 0;
+  while (i < bounds_.size() && v > bounds_[i]) ++i;
+  ++counts_[i];
+  sum_ += v;
+  ++count_;
+}
+
+void Histogram::render(const std::string& name, const std::string& help, std::string& out) const {
+  out += fmt::format("# HELP {} {}\n# TYPE {} histogram\n", name, help, name);
+  uint64_t cum = 0;
+  for (size_t i = 0; i < bounds_.size(); ++i) {
+    cum += counts_[i];
+    out += fmt::format("{}_bucket{{le=\"{}\"}} {}\n", name, bounds_[i], cum);
+  }
+  out += fmt::format("{}_bucket{{le=\"+Inf\"}} {}\n{}_sum {}\n{}_count {}\n", name, count_, name, sum_, name, count_);
+}
+
+Metrics::Metrics()
+    : ttft_({0.001, 0.005, 0.01, 0.02, 0.04, 0.06, 0.08, 0.1, 0.25, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80}),
+      tpot_({0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5, 5}),
+      e2e_({0.1, 0.3, 0.5, 0.8, 1, 1.5, 2, 2.5, 5, 10, 15, 20, 30, 40, 50, 60, 120, 240}) {}
+
+void Metrics::set_gauges(const EngineGauges& g) {
+  std::lock_guard<std::mutex> l(m_);
+  g_ = g;
+}
+EngineGauges Metrics::gauges() const {
+  std::lock_guard<std::mutex> l(m_);
+  return g_;
+}
+void Metrics::add_preemptions(int64_t n) {
+  std::lock_guard<std::mutex> l(m_);
+  preemptions_ += n;
+}
+void Metrics::add_prompt_tokens(int64_t n) {
+  std::lock_guard<std::mutex> l(m_);
+  prompt_tokens_ += n;
+}
+void Metrics::add_generation_tokens(int64_t n) {
+  std::lock_guard<std::mutex> l(m_);
+  generation_tokens_ += n;
+}
+
+void Metrics::on_finished(text::FinishReason why, const serving::RequestUsage& usage, const serving::RequestTiming& timing) {
+  std::lock_guard<std::mutex> l(m_);
+  ++finished_[text::to_string(why)];
+  prefix_queries_ += usage.prompt_tokens;
+  prefix_hits_ += usage.cached_tokens;
+  if (usage.completion_tokens > 0) ttft_.observe(timing.time_to_first_token_s);
+  if (usage.completion_tokens > 1) tpot_.observe(timing.time_per_output_token_s);
+  e2e_.observe(timing.total_s);
+}
+
+void Metrics::on_response(int status) {
+  std::lock_guard<std::mutex> l(m_);
+  ++responses_[status];
+}
+
+std::string Metrics::render() const {
+  std::lock_guard<std::mutex> l(m_);
+  std::string out;
+  auto one = [&](const char* name, const char* type, const char* help, auto value) {
+    out += fmt::format("# HELP {} {}\n# TYPE {} {}\n{} {}\n", name, help, name, type, name, value);
+  };
+  one("ggflow:num_requests_running", "gauge", "Requests in the scheduler's running set.", g_.running);
+  one("ggflow:num_requests_waiting", "gauge", "Requests waiting to run (the queue).", g_.waiting);
+  one("ggflow:kv_cache_usage_perc", "gauge", "Fraction of KV-cache blocks held by requests (1 = full).",
+      g_.num_blocks > 0 ? double(g_.blocks_used) / g_.num_blocks : 0.0);
+  out += fmt::format(
+      "# HELP ggflow:cache_config_info KV-cache configuration.\n# TYPE ggflow:cache_config_info gauge\n"
+      "ggflow:cache_config_info{{block_size=\"{}\",num_gpu_blocks=\"{}\"}} 1\n",
+      g_.block_size, g_.num_blocks);
+  one("ggflow:kv_cache_blocks_used", "gauge", "KV-cache blocks held by requests.", g_.blocks_used);
+  one("ggflow:prefix_cache_queries_total", "counter", "Prompt tokens looked up in the prefix cache.", prefix_queries_);
+  one("ggflow:prefix_cache_hits_total", "counter", "Prompt tokens found in the prefix cache.", prefix_hits_);
+  one("ggflow:prefix_cache_hit_ratio", "gauge", "Prefix-cache hits / queries (tokens).",
+      prefix_queries_ > 0 ? double(prefix_hits_) / double(prefix_queries_) : 0.0);
+  one("ggflow:num_preemptions_total", "counter", "Sequences preempted (recomputed later).", preemptions_);
+  one("ggflow:prompt_tokens_total", "counter", "Prompt tokens of the requests admitted.", prompt_tokens_);
+  one("ggflow:generation_tokens_total", "counter", "Tokens generated.", generation_tokens_);
+  out += "# HELP ggflow:request_success_total Finished requests by finish reason.\n# TYPE ggflow:request_success_total counter\n";
+  for (const char* r : {"stop", "length", "cancelled", "error"}) {
+    auto it = finished_.find(r);
+    out += fmt::format("ggflow:request_success_total{{finished_reason=\"{}\"}} {}\n", r, it == finished_.end() ? 0 : it->second);
+  }
+  ttft_.render("ggflow:time_to_first_token_seconds", "Time to the first token.", out);
+  tpot_.render("ggflow:time_per_output_token_seconds", "Time per output token after the first.", out);
+  e2e_.render("ggflow:e2e_request_latency_seconds", "End-to-end request latency.", out);
+  out += "# HELP ggflow:http_requests_total HTTP responses by status.\n# TYPE ggflow:http_requests_total counter\n";
+  for (const auto& [code, n] : responses_) out += fmt::format("ggflow:http_requests_total{{code=\"{}\"}} {}\n", code, n);
+  return out;
+}
+
+}  // namespace ggflow::server

@@ -1,0 +1,59 @@
+// Metrics: the server's Prometheus series (docs/SERVER.md, Metrics). Thread-safe: the engine loop
+// records steps and finished requests, the HTTP threads record responses, /metrics renders.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "serving/sequence.h"
+
+namespace ggflow::server {
+
+class Histogram {
+ public:
+  explicit Histogram(std::vector<double> bounds) : bounds_(std::move(bounds)), counts_(bounds_.size() + 1, 0) {}
+  void observe(double v);
+  void render(const std::string& name, const std::string& help, std::string& out) const;
+
+ private:
+  std::vector<double> bounds_;    // upper bounds, ascending; +Inf is implicit
+  std::vector<uint64_t> counts_;  // per bucket (not cumulative)
+  double sum_ = 0;
+  uint64_t count_ = 0;
+};
+
+// What the engine loop sets after every step.
+struct EngineGauges {
+  int64_t running = 0;     // requests in the scheduler's running set
+  int64_t waiting = 0;     // queued: in the scheduler's waiting list or not yet handed to it
+  int32_t num_blocks = 0;  // KV pool
+  int32_t blocks_used = 0; // held by requests (cached-but-free blocks are not in use)
+  int32_t block_size = 0;  // tokens per block
+};
+
+class Metrics {
+ public:
+  Metrics();
+  void set_gauges(const EngineGauges& g);
+  void add_preemptions(int64_t n);
+  void add_prompt_tokens(int64_t n);
+  void add_generation_tokens(int64_t n);
+  void on_finished(text::FinishReason why, const serving::RequestUsage& usage, const serving::RequestTiming& timing);
+  void on_response(int status);
+  EngineGauges gauges() const;
+  std::string render() const;  // Prometheus text format 0.0.4
+
+ private:
+  mutable std::mutex m_;
+  EngineGauges g_;
+  int64_t preemptions_ = 0, prompt_tokens_ = 0, generation_tokens_ = 0;
+  int64_t prefix_queries_ = 0, prefix_hits_ = 0;
+  std::map<std::string, int64_t> finished_;   // finished_reason -> count
+  std::map<int, int64_t> responses_;          // HTTP status -> count
+  Histogram ttft_, tpot_, e2e_;
+};
+
+}  // namespace ggflow::server

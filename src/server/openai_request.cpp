@@ -1,0 +1,421 @@
+// OpenAI request parsing and validation (see openai_request.h and docs/SERVER.md).
+#include "server/openai_request.h"
+
+#include <cmath>
+#include <limits>
+#include <set>
+
+namespace ggflow::server {
+
+namespace {
+
+std::string num(double v) {
+  std::string s = std::to_string(v);
+  while (s.size() > 1 && s.back() == '0') s.pop_back();
+  if (!s.empty() && s.back() == '.') s.pop_back();
+  return s;
+}
+
+const char* type_name(const Json& v) {
+  if (v.is_null()) return "null";
+  if (v.is_boolean()) return "a boolean";
+  if (v.is_number_integer() || v.is_number_unsigned()) return "an integer";
+  if (v.is_number()) return "a number";
+  if (v.is_string()) return "a string";
+  if (v.is_array()) return "an array";
+  return "an object";
+}
+
+// Reads the fields of one request object; the first error sticks. Every key read (or declared
+// ignored) is known; check_unknown() refuses the rest.
+class Fields {
+ public:
+  explicit Fields(const Json& body) : body_(body) {}
+
+  std::optional<ApiError> error;
+
+  // The value, or nullptr when absent or null (null means "default" in OpenAI's API).
+  const Json* get(const std::string& key) {
+    known_.insert(key);
+    auto it = body_.find(key);
+    return it == body_.end() || it->is_null() ? nullptr : &*it;
+  }
+  bool fail(ApiError e) {
+    if (!error) error = std::move(e);
+    return false;
+  }
+  bool wrong_type(const std::string& key, const Json& v, const char* want) {
+    return fail(invalid("invalid_type", key, "'" + key + "' must be " + want + ", got " + type_name(v)));
+  }
+  bool out_of_range(const std::string& key, const std::string& got, const std::string& range) {
+    return fail(invalid("invalid_value", key, "'" + key + "' = " + got + " is out of range: it must be " + range));
+  }
+
+  // A number in [lo, hi] (open ends where asked). Returns whether it was present and valid.
+  bool number(const std::string& key, double& out, double lo, double hi, bool lo_open = false) {
+    const Json* v = get(key);
+    if (!v) return false;
+    if (!v->is_number()) return wrong_type(key, *v, "a number");
+    const double x = v->get<double>();
+    if (!std::isfinite(x) || (lo_open ? x <= lo : x < lo) || x > hi)
+      return out_of_range(key, num(x), std::string(lo_open ? "in (" : "in [") + num(lo) + ", " + num(hi) + "]");
+    out = x;
+    return true;
+  }
+  bool integer(const std::string& key, int64_t& out, int64_t lo, int64_t hi) {
+    const Json* v = get(key);
+    if (!v) return false;
+    if (v->is_number_unsigned() && v->get<uint64_t>() > uint64_t(std::numeric_limits<int64_t>::max()))
+      return out_of_range(key, std::to_string(v->get<uint64_t>()), "in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    if (!v->is_number_integer()) return wrong_type(key, *v, "an integer");
+    const int64_t x = v->get<int64_t>();
+    if (x < lo || x > hi) return out_of_range(key, std::to_string(x), "in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    out = x;
+    return true;
+  }
+  bool boolean(const std::string& key, bool& out) {
+    const Json* v = get(key);
+    if (!v) return false;
+    if (!v->is_boolean()) return wrong_type(key, *v, "a boolean");
+    out = v->get<bool>();
+    return true;
+  }
+  void ignore(std::initializer_list<const char*> keys) {
+    for (const char* k : keys) known_.insert(k);
+  }
+  // OpenAI fields ggflow does not implement: refused when present (and not null).
+  void unsupported(const std::string& key, const std::string& why) {
+    if (get(key)) fail(invalid("unsupported", key, "'" + key + "' is not supported by ggflow: " + why));
+  }
+  void check_unknown() {
+    for (auto it = body_.begin(); it != body_.end(); ++it)
+      if (!known_.count(it.key()))
+        fail(invalid("unknown_field", it.key(), "unknown field '" + it.key() + "'; see docs/SERVER.md for the fields ggflow reads"));
+  }
+
+ private:
+  const Json& body_;
+  std::set<std::string> known_;
+};
+
+constexpr int64_t kMaxChoices = 16;
+
+// The sampling fields shared by both endpoints.
+void read_sampling(Fields& f, const ModelInfo& model, text::SamplingParams& p) {
+  f.number("temperature", p.temperature, 0, 2);
+  f.number("top_p", p.top_p, 0, 1, /*lo_open=*/true);
+  f.number("min_p", p.min_p, 0, 1);
+  int64_t k = 0;
+  if (f.integer("top_k", k, -1, std::numeric_limits<int32_t>::max())) p.top_k = int32_t(std::max<int64_t>(k, 0));
+  f.number("presence_penalty", p.presence_penalty, -2, 2);
+  f.number("frequency_penalty", p.frequency_penalty, -2, 2);
+  f.number("repetition_penalty", p.repetition_penalty, 0, 2, /*lo_open=*/true);
+  int64_t seed = 0;
+  if (f.integer("seed", seed, std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max()))
+    p.seed = uint64_t(seed);
+  if (const Json* v = f.get("stop")) {
+    if (v->is_string()) {
+      p.stop = {v->get<std::string>()};
+    } else if (v->is_array()) {
+      if (v->size() > 4) f.out_of_range("stop", std::to_string(v->size()) + " strings", "at most 4 strings");
+      for (const auto& s : *v) {
+        if (!s.is_string()) {
+          f.wrong_type("stop", s, "a string or an array of strings");
+          break;
+        }
+        p.stop.push_back(s.get<std::string>());
+      }
+    } else {
+      f.wrong_type("stop", *v, "a string or an array of strings");
+    }
+    for (const auto& s : p.stop)
+      if (s.empty()) f.fail(invalid("invalid_value", "stop", "'stop' strings must not be empty"));
+  }
+  if (const Json* v = f.get("logit_bias")) {
+    if (!v->is_object()) {
+      f.wrong_type("logit_bias", *v, "an object mapping token ids (as strings) to numbers in [-100, 100]");
+    } else {
+      const int64_t n_vocab = model.format->tokenizer().n_vocab();
+      for (auto it = v->begin(); it != v->end(); ++it) {
+        const std::string& key = it.key();
+        char* end = nullptr;
+        const long long id = key.empty() ? -1 : std::strtoll(key.c_str(), &end, 10);
+        if (key.empty() || *end != '\0' || id < 0 || id >= n_vocab) {
+          f.fail(invalid("invalid_value", "logit_bias", "logit_bias key '" + key + "' is not a token id in [0, " +
+                                                            std::to_string(n_vocab) + ")"));
+          break;
+        }
+        if (!it->is_number() || !std::isfinite(it->get<double>()) || std::fabs(it->get<double>()) > 100) {
+          f.fail(invalid("invalid_value", "logit_bias", "logit_bias for token " + key + " must be a number in [-100, 100]"));
+          break;
+        }
+        p.logit_bias.emplace_back(int32_t(id), it->get<double>());
+      }
+    }
+  }
+}
+
+void read_stream(Fields& f, GenerationRequest& r) {
+  f.boolean("stream", r.stream);
+  if (const Json* v = f.get("stream_options")) {
+    if (!v->is_object()) {
+      f.wrong_type("stream_options", *v, "an object");
+      return;
+    }
+    if (!r.stream) {
+      f.fail(invalid("invalid_value", "stream_options", "'stream_options' is only allowed with 'stream': true"));
+      return;
+    }
+    for (auto it = v->begin(); it != v->end(); ++it) {
+      if (it.key() != "include_usage") {
+        f.fail(invalid("unknown_field", "stream_options." + it.key(), "unknown field 'stream_options." + it.key() + "'"));
+      } else if (!it->is_boolean()) {
+        f.wrong_type("stream_options.include_usage", *it, "a boolean");
+      } else {
+        r.include_usage = it->get<bool>();
+      }
+    }
+  }
+}
+
+// The context check of every prompt: prompt + max_tokens must fit (before anything is queued).
+std::optional<ApiError> check_context(const GenerationRequest& r, const ModelInfo& model) {
+  for (const auto& p : r.prompts) {
+    const int64_t len = int64_t(p.ids.size());
+    const int64_t want = r.params.max_tokens > 0 ? r.params.max_tokens : 1;
+    if (len + want > model.context) {
+      std::string msg = "this model's context holds " + std::to_string(model.context) + " tokens, but the request needs " +
+                        std::to_string(len + want) + " (" + std::to_string(len) + " in the prompt + " + std::to_string(want) +
+                        (r.params.max_tokens > 0 ? " requested by max_tokens)" : " to generate)") +
+                        "; shorten the prompt or lower max_tokens";
+      ApiError e = invalid("context_length_exceeded", r.chat ? "messages" : "prompt", msg);
+      if (r.params.max_tokens > 0 && len < model.context) e.param = "max_tokens";
+      return e;
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<ApiError> parse_body(const std::string& body, Json& out) {
+  if (body.empty()) return invalid("invalid_json", "", "the request body is empty; send a JSON object");
+  // Nesting depth first (a cheap scan that respects strings), so a hostile body never reaches the
+  // parser's recursion.
+  int depth = 0;
+  bool in_string = false, escaped = false;
+  for (char c : body) {
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '{' || c == '[') {
+      if (++depth > kMaxJsonDepth)
+        return invalid("invalid_json", "", "the request body nests JSON deeper than " + std::to_string(kMaxJsonDepth) + " levels");
+    } else if (c == '}' || c == ']') {
+      --depth;
+    }
+  }
+  out = Json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (out.is_discarded()) {
+    // Parse again with exceptions for the position and reason (the body is known to be bad).
+    std::string why = "not valid JSON";
+    try {
+      (void)Json::parse(body);
+    } catch (const Json::parse_error& e) {
+      why = e.what();
+    }
+    return invalid("invalid_json", "", "the request body is not valid JSON (UTF-8): " + why);
+  }
+  if (!out.is_object()) return invalid("invalid_json", "", std::string("the request body must be a JSON object, got ") + type_name(out));
+  return std::nullopt;
+}
+
+std::optional<ApiError> check_model(const Json& body, const ModelInfo& model) {
+  auto it = body.find("model");
+  if (it == body.end() || it->is_null()) return std::nullopt;
+  if (!it->is_string()) return invalid("invalid_type", "model", std::string("'model' must be a string, got ") + type_name(*it));
+  if (it->get<std::string>() != model.name)
+    return ApiError{404, "not_found_error", "model_not_found", "model",
+                    "the model '" + it->get<std::string>() + "' does not exist; this server serves '" + model.name + "'"};
+  return std::nullopt;
+}
+
+std::optional<ApiError> parse_messages(const Json* messages, Json& out) {
+  if (!messages) return invalid("missing_field", "messages", "'messages' is required: an array of {role, content}");
+  if (!messages->is_array()) return invalid("invalid_type", "messages", std::string("'messages' must be an array, got ") + type_name(*messages));
+  if (messages->empty()) return invalid("invalid_value", "messages", "'messages' must hold at least one message");
+  static const std::set<std::string> roles = {"system", "developer", "user", "assistant"};
+  out = Json::array();
+  for (size_t i = 0; i < messages->size(); ++i) {
+    const Json& m = (*messages)[i];
+    const std::string at = "messages[" + std::to_string(i) + "]";
+    if (!m.is_object()) return invalid("invalid_type", at, at + " must be an object, got " + type_name(m));
+    auto role = m.find("role");
+    if (role == m.end()) return invalid("missing_field", at + ".role", at + " has no 'role'");
+    if (!role->is_string()) return invalid("invalid_type", at + ".role", at + ".role must be a string");
+    const std::string r = role->get<std::string>();
+    if (!roles.count(r))
+      return invalid("invalid_value", at + ".role", at + ".role '" + r + "' is not one of system, developer, user, assistant");
+    for (auto it = m.begin(); it != m.end(); ++it)
+      if (it.key() != "role" && it.key() != "content" && it.key() != "name")
+        return invalid(it.key() == "tool_calls" || it.key() == "tool_call_id" ? "unsupported" : "unknown_field",
+                       at + "." + it.key(), "field '" + it.key() + "' of " + at + " is not supported");
+    auto content = m.find("content");
+    if (content == m.end()) return invalid("missing_field", at + ".content", at + " has no 'content'");
+    std::string text;
+    if (content->is_string()) {
+      text = content->get<std::string>();
+    } else if (content->is_null() && r == "assistant") {
+    } else if (content->is_array()) {
+      for (size_t j = 0; j < content->size(); ++j) {
+        const Json& part = (*content)[j];
+        const std::string pat = at + ".content[" + std::to_string(j) + "]";
+        if (!part.is_object()) return invalid("invalid_type", pat, pat + " must be an object {type, text}");
+        auto type = part.find("type");
+        if (type == part.end() || !type->is_string()) return invalid("missing_field", pat + ".type", pat + " needs a string 'type'");
+        if (*type != "text")
+          return invalid("unsupported", pat + ".type", "content parts of type '" + type->get<std::string>() + "' are not supported (text only)");
+        auto t = part.find("text");
+        if (t == part.end() || !t->is_string()) return invalid("invalid_type", pat + ".text", pat + ".text must be a string");
+        text += t->get<std::string>();
+      }
+    } else {
+      return invalid("invalid_type", at + ".content", at + ".content must be a string or an array of text parts, got " + type_name(*content));
+    }
+    out.push_back({{"role", r == "developer" ? "system" : r}, {"content", text}});
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> parse_chat_request(const Json& body, const ModelInfo& model, GenerationRequest& out) {
+  out = GenerationRequest{};
+  out.chat = true;
+  out.params.temperature = 1.0;
+  if (auto e = check_model(body, model)) return e;
+  Fields f(body);
+  f.ignore({"model", "user", "store", "metadata", "service_tier", "parallel_tool_calls"});
+  Json messages;
+  if (auto e = parse_messages(f.get("messages"), messages)) return e;
+  int64_t max_tokens = 0;
+  if (f.integer("max_completion_tokens", max_tokens, 1, std::numeric_limits<int64_t>::max()) ||
+      f.integer("max_tokens", max_tokens, 1, std::numeric_limits<int64_t>::max()))
+    out.params.max_tokens = max_tokens;
+  read_sampling(f, model, out.params);
+  int64_t n = 1;
+  if (f.integer("n", n, 1, kMaxChoices)) out.n = int32_t(n);
+  bool logprobs = false;
+  f.boolean("logprobs", logprobs);
+  int64_t top = 0;
+  const bool has_top = f.integer("top_logprobs", top, 0, 20);
+  if (has_top && !logprobs)
+    f.fail(invalid("invalid_value", "top_logprobs", "'top_logprobs' needs 'logprobs': true"));
+  if (logprobs) out.params.logprobs = int32_t(top);
+  read_stream(f, out);
+  f.boolean("return_token_ids", out.return_token_ids);
+  if (const Json* v = f.get("response_format"))
+    if (!v->is_object() || v->value("type", "") != "text")
+      f.fail(invalid("unsupported", "response_format", "only 'response_format': {\"type\": \"text\"} is supported"));
+  for (const char* k : {"tools", "tool_choice", "functions", "function_call", "audio", "modalities", "prediction",
+                        "web_search_options", "reasoning_effort"})
+    f.unsupported(k, "ggflow generates plain text");
+  f.check_unknown();
+  if (f.error) return f.error;
+
+  auto rendered = model.format->apply_chat_template(messages, /*add_generation_prompt=*/true);
+  if (!rendered) return invalid("invalid_value", "messages", "the model's chat template failed on these messages: " + rendered.error().str());
+  auto ids = model.format->encode(*rendered);
+  if (!ids) return invalid("invalid_value", "messages", "the rendered prompt cannot be tokenized: " + ids.error().str());
+  out.prompts.push_back({std::move(*ids), std::move(*rendered)});
+  return check_context(out, model);
+}
+
+std::optional<ApiError> parse_completion_request(const Json& body, const ModelInfo& model, GenerationRequest& out) {
+  out = GenerationRequest{};
+  out.chat = false;
+  out.params.temperature = 1.0;
+  out.params.max_tokens = 16;  // OpenAI's default for completions
+  if (auto e = check_model(body, model)) return e;
+  Fields f(body);
+  f.ignore({"model", "user"});
+  const int64_t n_vocab = model.format->tokenizer().n_vocab();
+  auto token_ids = [&](const Json& arr, const std::string& at, std::vector<int32_t>& ids) -> bool {
+    if (arr.empty()) return f.fail(invalid("invalid_value", "prompt", at + " is an empty list of token ids"));
+    for (const auto& t : arr) {
+      if (!t.is_number_integer()) return f.wrong_type("prompt", t, "a token id (integer)");
+      const int64_t id = t.get<int64_t>();
+      if (id < 0 || id >= n_vocab)
+        return f.fail(invalid("invalid_value", "prompt", at + " holds token id " + std::to_string(id) + ", outside the vocabulary [0, " +
+                                                          std::to_string(n_vocab) + ")"));
+      ids.push_back(int32_t(id));
+    }
+    return true;
+  };
+  auto text_prompt = [&](const std::string& s) -> bool {
+    if (s.empty()) return f.fail(invalid("invalid_value", "prompt", "the prompt is empty"));
+    auto ids = model.format->encode(s);
+    if (!ids) return f.fail(invalid("invalid_value", "prompt", "the prompt cannot be tokenized: " + ids.error().str()));
+    out.prompts.push_back({std::move(*ids), s});
+    return true;
+  };
+  const Json* prompt = f.get("prompt");
+  if (!prompt) {
+    f.fail(invalid("missing_field", "prompt", "'prompt' is required: a string, an array of strings, or token ids"));
+  } else if (prompt->is_string()) {
+    text_prompt(prompt->get<std::string>());
+  } else if (prompt->is_array() && !prompt->empty() && (*prompt)[0].is_number()) {
+    PromptInput p;
+    if (token_ids(*prompt, "prompt", p.ids)) out.prompts.push_back(std::move(p));
+  } else if (prompt->is_array() && !prompt->empty()) {
+    for (size_t i = 0; i < prompt->size() && !f.error; ++i) {
+      const Json& e = (*prompt)[i];
+      if (e.is_string()) {
+        text_prompt(e.get<std::string>());
+      } else if (e.is_array()) {
+        PromptInput p;
+        if (token_ids(e, "prompt[" + std::to_string(i) + "]", p.ids)) out.prompts.push_back(std::move(p));
+      } else {
+        f.wrong_type("prompt", e, "a string or an array of token ids");
+      }
+    }
+  } else {
+    f.fail(prompt->is_array() ? invalid("invalid_value", "prompt", "'prompt' is an empty array")
+                              : invalid("invalid_type", "prompt", std::string("'prompt' must be a string, an array of strings or token ids, got ") +
+                                                                      type_name(*prompt)));
+  }
+  // Token-id prompts have no text of their own: echo decodes them.
+  for (auto& p : out.prompts)
+    if (p.text.empty() && !p.ids.empty()) {
+      auto t = model.format->tokenizer().decode(p.ids);
+      if (t) p.text = *t;
+    }
+  int64_t max_tokens = 0;
+  if (f.integer("max_tokens", max_tokens, 1, std::numeric_limits<int64_t>::max())) out.params.max_tokens = max_tokens;
+  read_sampling(f, model, out.params);
+  int64_t n = 1;
+  if (f.integer("n", n, 1, kMaxChoices)) out.n = int32_t(n);
+  int64_t best_of = 0;
+  if (f.integer("best_of", best_of, 1, kMaxChoices) && best_of != out.n)
+    f.fail(invalid("unsupported", "best_of", "'best_of' other than 'n' is not supported"));
+  int64_t logprobs = 0;
+  if (f.integer("logprobs", logprobs, 0, 5)) out.params.logprobs = int32_t(logprobs);
+  f.boolean("echo", out.echo);
+  if (out.echo && out.params.logprobs >= 0)
+    f.fail(invalid("unsupported", "echo", "'echo' with 'logprobs' is not supported: ggflow does not compute prompt log-probabilities"));
+  if (const Json* v = f.get("suffix"))
+    if (!v->is_string() || !v->get<std::string>().empty())
+      f.fail(invalid("unsupported", "suffix", "'suffix' (fill-in-the-middle) is not supported"));
+  read_stream(f, out);
+  f.boolean("return_token_ids", out.return_token_ids);
+  f.check_unknown();
+  if (f.error) return f.error;
+  if (out.num_choices() > kMaxChoices)
+    return invalid("invalid_value", "n", std::to_string(out.prompts.size()) + " prompts x n = " + std::to_string(out.n) +
+                                             " asks for " + std::to_string(out.num_choices()) + " choices; at most " +
+                                             std::to_string(kMaxChoices) + " per request");
+  return check_context(out, model);
+}
+
+}  // namespace ggflow::server

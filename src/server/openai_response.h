@@ -1,0 +1,56 @@
+// OpenAI response bodies: completions, chat completions and their stream chunks, log-probabilities
+// and usage, built from the engine loop's events (docs/SERVER.md).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "server/engine_loop.h"
+#include "server/openai_request.h"
+#include "text/tokenizer.h"
+
+namespace ggflow::server {
+
+// The envelope every response and chunk of one request shares.
+struct ResponseHead {
+  std::string id;       // chatcmpl-… / cmpl-…
+  int64_t created = 0;  // unix seconds
+  std::string model;
+};
+ResponseHead new_head(const GenerationRequest& r, const std::string& model);
+
+const char* finish_reason_name(text::FinishReason r);
+
+// One choice's state while its events come in.
+struct ChoiceState {
+  std::string text;                          // completions: starts with the echoed prompt
+  std::vector<int32_t> tokens;
+  std::vector<text::StepLogprobs> logprobs;
+  size_t text_offset = 0;                    // completions' logprobs.text_offset of the next token
+  bool done = false;
+  text::FinishReason finish = text::FinishReason::None;
+  std::string error;
+  serving::RequestUsage usage;
+};
+
+// Usage of the whole request: each prompt counted once, completions summed, cached tokens of the
+// best choice per prompt.
+Json usage_json(const GenerationRequest& r, const std::vector<ChoiceState>& choices);
+
+// Log-probabilities in the chat shape ({"content": [...]}) or the completions shape.
+Json chat_logprobs_json(const text::Tokenizer& tok, const std::vector<text::StepLogprobs>& lp);
+Json completion_logprobs_json(const text::Tokenizer& tok, const std::vector<text::StepLogprobs>& lp, size_t& text_offset);
+
+// The full (non-streaming) response.
+Json response_json(const ResponseHead& head, const GenerationRequest& r, const std::vector<ChoiceState>& choices,
+                   const text::Tokenizer& tok);
+
+// Stream chunks: the opening chunk of a chat choice, a chunk for one event, the usage chunk.
+Json chunk_json(const ResponseHead& head, const GenerationRequest& r, Json choices);
+Json chunk_choice(const GenerationRequest& r, const RequestEvent& e, const text::Tokenizer& tok, ChoiceState& st);
+
+// JSON text that never throws on invalid UTF-8 (replaced by U+FFFD).
+std::string dump(const Json& j);
+
+}  // namespace ggflow::server

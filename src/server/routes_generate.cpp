@@ -1,0 +1,164 @@
+// POST /v1/chat/completions and /v1/completions: parse and check the request on the HTTP thread,
+// queue its choices on the engine loop, then answer in one body or as Server-Sent Events.
+#include <chrono>
+
+#include "server/http_server.h"
+#include "server/openai_response.h"
+
+namespace ggflow::server {
+
+namespace {
+
+constexpr auto kKeepAlive = std::chrono::milliseconds(1000);  // SSE comment interval while waiting
+
+// The choices of a request as submissions: prompt-major, choice i of a prompt seeded seed + i.
+std::vector<Submission> submissions(const GenerationRequest& r, const std::shared_ptr<RequestHandle>& handle) {
+  std::vector<Submission> out;
+  for (size_t p = 0; p < r.prompts.size(); ++p)
+    for (int32_t i = 0; i < r.n; ++i) {
+      Submission s;
+      s.index = int32_t(p) * r.n + i;
+      s.prompt = r.prompts[p].ids;
+      s.params = r.params;
+      if (s.params.seed) s.params.seed = *s.params.seed + uint64_t(i);
+      s.handle = handle;
+      out.push_back(std::move(s));
+    }
+  return out;
+}
+
+// Applies an event to its choice's state.
+void apply(ChoiceState& c, RequestEvent& e) {
+  c.text += e.text;
+  c.tokens.insert(c.tokens.end(), e.tokens.begin(), e.tokens.end());
+  c.logprobs.insert(c.logprobs.end(), e.logprobs.begin(), e.logprobs.end());
+  if (e.done) {
+    c.done = true;
+    c.finish = e.finish;
+    c.error = e.error;
+    c.usage = e.usage;
+  }
+}
+
+std::vector<ChoiceState> initial_choices(const GenerationRequest& r) {
+  std::vector<ChoiceState> choices(size_t(r.num_choices()));
+  if (!r.chat && r.echo)
+    for (size_t i = 0; i < choices.size(); ++i) {
+      choices[i].text = r.prompts[i / size_t(r.n)].text;
+      choices[i].text_offset = choices[i].text.size();
+    }
+  return choices;
+}
+
+int64_t completion_tokens(const std::vector<ChoiceState>& choices) {
+  int64_t n = 0;
+  for (const auto& c : choices) n += int64_t(c.tokens.size());
+  return n;
+}
+
+}  // namespace
+
+void Server::generate(const httplib::Request& req, httplib::Response& res, bool chat) {
+  Json body;
+  if (auto e = parse_body(req.body, body)) return send_error(res, *e);
+  auto r = std::make_shared<GenerationRequest>();
+  if (auto e = chat ? parse_chat_request(body, model_, *r) : parse_completion_request(body, model_, *r)) return send_error(res, *e);
+
+  auto handle = std::make_shared<RequestHandle>();
+  switch (loop_->submit(submissions(*r, handle))) {
+    case EngineLoop::Admission::Accepted: break;
+    case EngineLoop::Admission::QueueFull:
+      res.set_header("Retry-After", "1");
+      return send_error(res, {429, "rate_limit_error", "queue_full", "",
+                              "the server's queue is full (--max-queue); retry after a second or on another replica"});
+    case EngineLoop::Admission::Draining:
+      return send_error(res, {503, "server_error", "shutting_down", "", "the server is shutting down; retry on another replica"});
+  }
+  if (r->stream) return generate_stream(r, handle, res);
+  generate_blocking(*r, handle, res);
+}
+
+void Server::generate_blocking(const GenerationRequest& r, std::shared_ptr<RequestHandle> handle, httplib::Response& res) {
+  std::vector<ChoiceState> choices = initial_choices(r);
+  size_t done = 0;
+  while (done < choices.size())
+    for (auto& e : handle->wait(kKeepAlive)) {
+      apply(choices[size_t(e.index)], e);
+      done += e.done;
+    }
+  res.set_header("X-Ggflow-Completion-Tokens", std::to_string(completion_tokens(choices)));
+  for (const auto& c : choices)
+    if (c.finish == text::FinishReason::Error)
+      return send_error(res, {500, "server_error", "generation_failed", "", "the generation failed: " + c.error});
+  send_json(res, response_json(new_head(r, model_.name), r, choices, model_.format->tokenizer()));
+}
+
+void Server::generate_stream(std::shared_ptr<const GenerationRequest> r, std::shared_ptr<RequestHandle> handle,
+                             httplib::Response& res) {
+  struct Stream {
+    ResponseHead head;
+    std::vector<ChoiceState> choices;
+    size_t done = 0;
+    bool opened = false;
+  };
+  auto st = std::make_shared<Stream>();
+  st->head = new_head(*r, model_.name);
+  st->choices = initial_choices(*r);
+  res.set_header("Cache-Control", "no-cache");
+  res.set_header("X-Accel-Buffering", "no");
+  httplib::Response* resp = &res;  // outlives the provider: the access log reads the token count
+  EngineLoop* loop = loop_.get();
+  const text::Tokenizer* tok = &model_.format->tokenizer();
+
+  auto provider = [r, handle, st, loop, tok, resp](size_t, httplib::DataSink& sink) -> bool {
+    auto send = [&](const Json& chunk) {
+      const std::string line = "data: " + dump(chunk) + "\n\n";
+      return sink.write(line.data(), line.size());
+    };
+    if (!st->opened) {  // the opening chunks: the assistant role (chat), the echoed prompt (completions)
+      st->opened = true;
+      Json open = Json::array();
+      for (size_t i = 0; i < st->choices.size(); ++i) {
+        if (r->chat)
+          open.push_back({{"index", i}, {"delta", {{"role", "assistant"}, {"content", ""}}}, {"logprobs", nullptr}, {"finish_reason", nullptr}});
+        else if (r->echo)
+          open.push_back({{"index", i}, {"text", st->choices[i].text}, {"logprobs", nullptr}, {"finish_reason", nullptr}});
+      }
+      if (!open.empty() && !send(chunk_json(st->head, *r, open))) return false;
+    }
+    auto events = handle->wait(kKeepAlive);
+    if (events.empty()) {  // nothing yet: a comment, which also finds a client that went away
+      static const char kPing[] = ": keep-alive\n\n";
+      return sink.write(kPing, sizeof(kPing) - 1);
+    }
+    for (auto& e : events) {
+      ChoiceState& c = st->choices[size_t(e.index)];
+      Json choice = chunk_choice(*r, e, *tok, c);
+      apply(c, e);
+      st->done += e.done;
+      if (e.done && e.finish == text::FinishReason::Error)
+        choice["error"] = {{"message", "the generation failed: " + e.error}, {"type", "server_error"}};
+      if ((e.text.empty() && e.logprobs.empty() && !e.done)) continue;
+      if (!send(chunk_json(st->head, *r, Json::array({choice})))) return false;
+    }
+    if (st->done < st->choices.size()) return true;
+    if (r->include_usage) {
+      Json last = chunk_json(st->head, *r, Json::array());
+      last["usage"] = usage_json(*r, st->choices);
+      if (!send(last)) return false;
+    }
+    static const char kDone[] = "data: [DONE]\n\n";
+    if (!sink.write(kDone, sizeof(kDone) - 1)) return false;
+    resp->set_header("X-Ggflow-Completion-Tokens", std::to_string(completion_tokens(st->choices)));
+    sink.done();
+    return true;
+  };
+  // Called when the response ends; not `success` means the client went away (or a write
+  // failed): the request is cancelled, its blocks freed within one engine step.
+  auto release = [handle, st, loop](bool success) {
+    if (!success || st->done < st->choices.size()) loop->cancel(handle);
+  };
+  res.set_chunked_content_provider("text/event-stream", provider, release);
+}
+
+}  // namespace ggflow::server

@@ -1,0 +1,93 @@
+// llama-server's tokenizer routes: POST /tokenize, /detokenize, /apply-template.
+#include "server/http_server.h"
+#include "server/openai_response.h"
+
+namespace ggflow::server {
+
+namespace {
+
+// Refuses fields other than `allowed` (the same rule as the OpenAI routes).
+std::optional<ApiError> only_fields(const Json& body, std::initializer_list<const char*> allowed) {
+  for (auto it = body.begin(); it != body.end(); ++it) {
+    bool ok = false;
+    for (const char* a : allowed) ok = ok || it.key() == a;
+    if (!ok) return invalid("unknown_field", it.key(), "unknown field '" + it.key() + "'");
+  }
+  return std::nullopt;
+}
+
+std::optional<ApiError> optional_bool(const Json& body, const char* key, bool& out) {
+  auto it = body.find(key);
+  if (it == body.end() || it->is_null()) return std::nullopt;
+  if (!it->is_boolean()) return invalid("invalid_type", key, std::string("'") + key + "' must be a boolean");
+  out = it->get<bool>();
+  return std::nullopt;
+}
+
+}  // namespace
+
+void Server::tokenize(const httplib::Request& req, httplib::Response& res) {
+  Json body;
+  if (auto e = parse_body(req.body, body)) return send_error(res, *e);
+  if (auto e = only_fields(body, {"content", "add_special", "with_pieces", "parse_special"})) return send_error(res, *e);
+  auto content = body.find("content");
+  if (content == body.end()) return send_error(res, invalid("missing_field", "content", "'content' is required: the text to tokenize"));
+  if (!content->is_string()) return send_error(res, invalid("invalid_type", "content", "'content' must be a string"));
+  text::EncodeOptions opt;
+  opt.add_special = false;  // llama-server's default
+  opt.parse_special = true;
+  bool with_pieces = false;
+  for (auto [key, out] : {std::pair<const char*, bool*>{"add_special", &opt.add_special}, {"parse_special", &opt.parse_special},
+                          {"with_pieces", &with_pieces}})
+    if (auto e = optional_bool(body, key, *out)) return send_error(res, *e);
+  const auto& tok = model_.format->tokenizer();
+  const std::string text = content->get<std::string>();
+  if (text.empty()) return send_json(res, {{"tokens", Json::array()}});
+  auto ids = tok.encode(text, opt);
+  if (!ids) return send_error(res, invalid("invalid_value", "content", "cannot tokenize: " + ids.error().str()));
+  Json tokens = Json::array();
+  for (int32_t id : *ids) {
+    if (!with_pieces) {
+      tokens.push_back(id);
+      continue;
+    }
+    auto piece = tok.piece(id, true);
+    tokens.push_back({{"id", id}, {"piece", piece ? *piece : std::string()}});
+  }
+  send_json(res, {{"tokens", tokens}});
+}
+
+void Server::detokenize(const httplib::Request& req, httplib::Response& res) {
+  Json body;
+  if (auto e = parse_body(req.body, body)) return send_error(res, *e);
+  if (auto e = only_fields(body, {"tokens"})) return send_error(res, *e);
+  auto tokens = body.find("tokens");
+  if (tokens == body.end()) return send_error(res, invalid("missing_field", "tokens", "'tokens' is required: an array of token ids"));
+  if (!tokens->is_array()) return send_error(res, invalid("invalid_type", "tokens", "'tokens' must be an array of token ids"));
+  const auto& tok = model_.format->tokenizer();
+  std::vector<int32_t> ids;
+  for (const auto& t : *tokens) {
+    if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= tok.n_vocab())
+      return send_error(res, invalid("invalid_value", "tokens", "'tokens' must hold token ids in [0, " + std::to_string(tok.n_vocab()) +
+                                                                    "), got " + dump(t)));
+    ids.push_back(int32_t(t.get<int64_t>()));
+  }
+  auto text = tok.decode(ids);
+  if (!text) return send_error(res, invalid("invalid_value", "tokens", text.error().str()));
+  send_json(res, {{"content", *text}});
+}
+
+void Server::apply_template(const httplib::Request& req, httplib::Response& res) {
+  Json body;
+  if (auto e = parse_body(req.body, body)) return send_error(res, *e);
+  if (auto e = only_fields(body, {"messages", "model"})) return send_error(res, *e);
+  if (auto e = check_model(body, model_)) return send_error(res, *e);
+  Json messages;
+  auto it = body.find("messages");
+  if (auto e = parse_messages(it == body.end() || it->is_null() ? nullptr : &*it, messages)) return send_error(res, *e);
+  auto prompt = model_.format->apply_chat_template(messages, true);
+  if (!prompt) return send_error(res, invalid("invalid_value", "messages", "the chat template failed: " + prompt.error().str()));
+  send_json(res, {{"prompt", *prompt}});
+}
+
+}  // namespace ggflow::server
