@@ -5,7 +5,7 @@ MODEL   ?= models/smollm2-135m-instruct-q4_1.gguf
 PROMPT  ?= What is the capital of France? Answer in one sentence.
 FUZZ_SECONDS ?= 60
 
-.PHONY: all setup build run test fuzz clean
+.PHONY: all setup build run serve test fuzz clean
 all: build
 
 setup:
@@ -17,6 +17,10 @@ build: setup
 
 run: build
 	@$(BUILD)/ggflow run -m $(MODEL) --chat -p "$(PROMPT)" -n 64 --temperature 0
+
+# The OpenAI-compatible server on the default model (docs/SERVER.md); SERVE_ARGS="--port 9000 ...".
+serve: build
+	@$(BUILD)/ggflow serve -m $(MODEL) $(SERVE_ARGS)
 
 test: build
 	@ctest --test-dir $(BUILD) -j$(JOBS) --output-on-failure

@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
-# Builds llama.cpp's own benchmark tools (llama-bench, llama-batched-bench) from the source that
-# the llama-cpp-python package on PyPI vendors, outside the repository, for the side-by-side
-# comparisons in bench/ (never part of the build or the tests).
+# Builds llama.cpp's own benchmark tools (llama-bench, llama-batched-bench) and its OpenAI-compatible
+# server (llama-server) from the source that the llama-cpp-python package on PyPI vendors, outside
+# the repository, for the side-by-side comparisons in bench/ (never part of the build or the tests).
+# Nothing is downloaded besides that sdist: no libcurl, and the server is built without its web UI
+# (LLAMA_USE_PREBUILT_UI=OFF: otherwise its build fetches the UI from a Hugging Face bucket).
 #   bench/install_llamacpp.sh [DIR]      default DIR: ~/.cache/ggflow/llama.cpp
 # Prints the directory holding the binaries. Idempotent.
 set -euo pipefail
 VERSION=${LLAMA_CPP_PYTHON_VERSION:-0.3.36}
 DIR=${1:-$HOME/.cache/ggflow/llama.cpp-$VERSION}
-if [ -x "$DIR/build/bin/llama-bench" ] && [ -x "$DIR/build/bin/llama-batched-bench" ]; then
+if [ -x "$DIR/build/bin/llama-bench" ] && [ -x "$DIR/build/bin/llama-batched-bench" ] \
+   && [ -x "$DIR/build/bin/llama-server" ]; then
   echo "$DIR/build/bin"; exit 0
 fi
 mkdir -p "$DIR"
@@ -17,6 +20,7 @@ if [ ! -d src ]; then
   mkdir -p src && tar -xzf dl/llama_cpp_python-"$VERSION".tar.gz -C src --strip-components=1
 fi
 cmake -S src/vendor/llama.cpp -B build -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DLLAMA_CURL=OFF \
-  -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=ON -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=OFF >&2
-cmake --build build -j"${JOBS:-2}" --target llama-bench llama-batched-bench >&2
+  -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=ON -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON \
+  -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF >&2
+cmake --build build -j"${JOBS:-2}" --target llama-bench llama-batched-bench llama-server >&2
 echo "$DIR/build/bin"

@@ -93,9 +93,8 @@ pipeline::RequestId EngineLoop::add_one(Submission& s) {
     return true;
   });
   if (!id) {
+    retire(1);
     end_unstarted(s, text::FinishReason::Error, id.error().str());
-    std::lock_guard<std::mutex> l(m_);
-    if (--live_ == 0) idle_cv_.notify_all();
     return 0;
   }
   metrics_.add_prompt_tokens(prompt_len);
@@ -116,9 +115,17 @@ void EngineLoop::admit(Group& g) {
   for (; g.next < g.members.size(); ++g.next) add_one(g.members[g.next]);
 }
 
+void EngineLoop::retire(int64_t n) {
+  if (n == 0) return;
+  std::lock_guard<std::mutex> l(m_);
+  live_ -= n;
+  if (live_ == 0) idle_cv_.notify_all();
+}
+
 void EngineLoop::publish() {
   auto& engine = pipe_.engine();
   std::vector<pipeline::RequestId> finished;
+  std::vector<std::pair<RequestHandle*, RequestEvent>> events;  // pushed once the books are done
   for (auto& [id, a] : active_) {
     const serving::Sequence* s = engine.sequence(id);
     RequestEvent e;
@@ -145,17 +152,16 @@ void EngineLoop::publish() {
       metrics_.on_finished(e.finish, e.usage, e.timing);
       finished.push_back(id);
     }
-    if (!e.text.empty() || !e.tokens.empty() || e.done) a.handle->push(std::move(e));
+    if (!e.text.empty() || !e.tokens.empty() || e.done) events.emplace_back(a.handle.get(), std::move(e));
   }
+  std::vector<std::shared_ptr<RequestHandle>> keep;  // alive until their events are pushed
   for (auto id : finished) {
+    keep.push_back(active_[id].handle);
     active_.erase(id);
     pipe_.release(id);
   }
-  if (!finished.empty()) {
-    std::lock_guard<std::mutex> l(m_);
-    live_ -= int64_t(finished.size());
-    if (live_ == 0) idle_cv_.notify_all();
-  }
+  retire(int64_t(finished.size()));
+  for (auto& [h, e] : events) h->push(std::move(e));
 }
 
 void EngineLoop::update_gauges() {
@@ -185,20 +191,18 @@ void EngineLoop::run() {
       incoming.swap(inbox_);
       cancels.swap(cancels_);
       cancel_all = cancel_all_;
+      cancel_all_ = false;  // one sweep: nothing new is admitted while draining
       stop = stop_;
     }
     for (auto& g : incoming) groups_.push_back(std::move(g));
     if (cancel_all) {
       // Held members never started: they end here; running ones are cancelled in the engine.
-      int64_t dropped = 0;
-      for (auto& g : groups_)
-        for (size_t i = g.next; i < g.members.size(); ++i, ++dropped)
-          end_unstarted(g.members[i], text::FinishReason::Cancelled, {});
-      groups_.clear();
+      std::vector<Group> dropped;
+      dropped.swap(groups_);
+      for (auto& g : dropped) retire(int64_t(g.members.size() - g.next));
+      for (auto& g : dropped)
+        for (size_t i = g.next; i < g.members.size(); ++i) end_unstarted(g.members[i], text::FinishReason::Cancelled, {});
       for (auto& [id, a] : active_) (void)pipe_.cancel(id);
-      std::lock_guard<std::mutex> l(m_);
-      live_ -= dropped;
-      if (live_ == 0) idle_cv_.notify_all();
     }
     for (const auto& h : cancels) {
       for (auto& [id, a] : active_)
@@ -206,10 +210,10 @@ void EngineLoop::run() {
       for (auto& g : groups_)
         for (size_t i = g.next; i < g.members.size();)
           if (g.members[i].handle == h) {  // not started: drop it from the group
-            end_unstarted(g.members[i], text::FinishReason::Cancelled, {});
+            Submission s = std::move(g.members[i]);
             g.members.erase(g.members.begin() + std::ptrdiff_t(i));
-            std::lock_guard<std::mutex> l(m_);
-            if (--live_ == 0) idle_cv_.notify_all();
+            retire(1);
+            end_unstarted(s, text::FinishReason::Cancelled, {});
           } else {
             ++i;
           }
@@ -225,8 +229,8 @@ void EngineLoop::run() {
         std::fprintf(stderr, "ggflow serve: engine step failed: %s\n", st.error().str().c_str());
       }
     }
+    update_gauges();  // before the events: a client that saw its last event sees its blocks freed
     publish();
-    update_gauges();
     if (stop && active_.empty() && groups_.empty()) return;
   }
 }

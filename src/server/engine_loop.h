@@ -102,6 +102,7 @@ class EngineLoop {
   pipeline::RequestId add_one(Submission& s);  // 0 when the pipeline refused it (final event sent)
   void publish();        // after a step: events to every active request, finished ones released
   void update_gauges();
+  void retire(int64_t n);  // n requests ended: live_ -= n
 
   pipeline::ContinuousBatchingPipeline& pipe_;
   LoopConfig cfg_;

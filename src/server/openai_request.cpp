@@ -388,7 +388,7 @@ std::optional<ApiError> parse_completion_request(const Json& body, const ModelIn
   // Token-id prompts have no text of their own: echo decodes them.
   for (auto& p : out.prompts)
     if (p.text.empty() && !p.ids.empty()) {
-      auto t = model.format->tokenizer().decode(p.ids);
+      auto t = model.format->tokenizer().decode(p.ids, text::DecodeOptions{.render_special = true});
       if (t) p.text = *t;
     }
   int64_t max_tokens = 0;
