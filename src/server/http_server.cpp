@@ -30,6 +30,7 @@ ApiError error_for_status(int status, const httplib::Request& req) {
     case 405: return {405, "invalid_request_error", "method_not_allowed", "", req.method + " is not allowed on " + req.path};
     case 413: return {413, "invalid_request_error", "request_too_large", "", "the request body is larger than the server's --max-body limit"};
     case 414: return {414, "invalid_request_error", "uri_too_long", "", "the request URI is too long"};
+    case 400: return {400, "invalid_request_error", "invalid_http", "", "the HTTP request is malformed (request line, headers or chunked body)"};
     default: return {status, status >= 500 ? "server_error" : "invalid_request_error", "http_" + std::to_string(status), "",
                      "the HTTP request was refused (status " + std::to_string(status) + ")"};
   }
@@ -50,11 +51,13 @@ void send_json(httplib::Response& res, const Json& body, int status) {
 Server::Server(ServeConfig cfg) : cfg_(std::move(cfg)) {
   // One thread per connection: a streaming client holds one for its whole answer, so the pool
   // covers every request that may be live plus some for /metrics, /health and refusals.
-  const size_t threads = size_t(cfg_.loop.max_num_seqs + cfg_.loop.max_queue) + 16;
+  // Threads are cheap while they wait: twice that, so stalled clients (each dropped after the
+  // read timeout) do not starve /health.
+  const size_t threads = 2 * size_t(cfg_.loop.max_num_seqs + cfg_.loop.max_queue) + 64;
   http_.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   http_.set_payload_max_length(cfg_.max_body);
   http_.set_keep_alive_timeout(5);
-  http_.set_read_timeout(30, 0);   // a client that stalls mid-body loses its connection
+  http_.set_read_timeout(10, 0);   // a client that stalls mid-request loses its connection
   http_.set_write_timeout(30, 0);
   http_.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     t_start = Clock::now();
@@ -160,6 +163,32 @@ void Server::models(const httplib::Request& req, httplib::Response& res) {
   send_json(res, {{"object", "list"}, {"data", Json::array({m})}});
 }
 
+void Server::post(const char* path, BodyHandler handler) {
+  // The body is read here rather than by httplib, which bounds Content-Length bodies by
+  // set_payload_max_length but reads chunked ones whole: both stop at max_body.
+  http_.Post(path, [this, handler](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
+    std::string body;
+    const std::string length = req.get_header_value("Content-Length");
+    bool too_large = !length.empty() && (length.size() > 18 || std::stoull("0" + length.substr(0, length.find_first_not_of("0123456789"))) > cfg_.max_body);
+    const bool read = too_large || reader([&](const char* data, size_t len) {
+      if (body.size() + len > cfg_.max_body) {
+        too_large = true;
+        return false;
+      }
+      body.append(data, len);
+      return true;
+    });
+    if (too_large) {
+      res.set_header("Connection", "close");
+      return send_error(res, {413, "invalid_request_error", "request_too_large", "",
+                              "the request body is larger than the server's limit of " + std::to_string(cfg_.max_body) +
+                                  " bytes (--max-body)"});
+    }
+    if (!read) return send_error(res, {400, "invalid_request_error", "invalid_http", "", "the request body could not be read (a malformed chunked body, or the client stopped sending)"});
+    (this->*handler)(body, res);
+  });
+}
+
 void Server::add_routes() {
   using Req = const httplib::Request&;
   using Res = httplib::Response&;
@@ -180,11 +209,11 @@ void Server::add_routes() {
     });
   http_.Get("/v1/models", [this](Req req, Res res) { models(req, res); });
   http_.Get(R"(/v1/models/(.+))", [this](Req req, Res res) { models(req, res); });
-  http_.Post("/v1/chat/completions", [this](Req req, Res res) { generate(req, res, true); });
-  http_.Post("/v1/completions", [this](Req req, Res res) { generate(req, res, false); });
-  http_.Post("/tokenize", [this](Req req, Res res) { tokenize(req, res); });
-  http_.Post("/detokenize", [this](Req req, Res res) { detokenize(req, res); });
-  http_.Post("/apply-template", [this](Req req, Res res) { apply_template(req, res); });
+  post("/v1/chat/completions", &Server::chat);
+  post("/v1/completions", &Server::completion);
+  post("/tokenize", &Server::tokenize);
+  post("/detokenize", &Server::detokenize);
+  post("/apply-template", &Server::apply_template);
 
   // Known routes with another method: 405 with Allow, not 404.
   auto not_allowed = [](const char* allow) {
@@ -198,12 +227,14 @@ void Server::add_routes() {
     http_.Put(path, not_allowed("POST"));
     http_.Patch(path, not_allowed("POST"));
     http_.Delete(path, not_allowed("POST"));
+    http_.Options(path, not_allowed("POST"));
   }
   for (const char* path : {"/v1/models", R"(/v1/models/(.+))", "/health", "/ready", "/metrics"}) {
     http_.Post(path, not_allowed("GET"));
     http_.Put(path, not_allowed("GET"));
     http_.Patch(path, not_allowed("GET"));
     http_.Delete(path, not_allowed("GET"));
+    http_.Options(path, not_allowed("GET"));
   }
 }
 

@@ -49,13 +49,18 @@ class Server {
  private:
   void add_routes();
   bool admit_route(const httplib::Request& req, httplib::Response& res);  // pre-routing: key, readiness
-  void generate(const httplib::Request& req, httplib::Response& res, bool chat);
+  // POST routes get the body read by read_body() (bounded by max_body, chunked or not).
+  using BodyHandler = void (Server::*)(const std::string& body, httplib::Response& res);
+  void post(const char* path, BodyHandler handler);
+  void generate(const std::string& body, httplib::Response& res, bool chat);
+  void chat(const std::string& body, httplib::Response& res) { generate(body, res, true); }
+  void completion(const std::string& body, httplib::Response& res) { generate(body, res, false); }
   void generate_blocking(const GenerationRequest& r, std::shared_ptr<RequestHandle> handle, httplib::Response& res);
   void generate_stream(std::shared_ptr<const GenerationRequest> r, std::shared_ptr<RequestHandle> handle,
                        httplib::Response& res);
-  void tokenize(const httplib::Request& req, httplib::Response& res);
-  void detokenize(const httplib::Request& req, httplib::Response& res);
-  void apply_template(const httplib::Request& req, httplib::Response& res);
+  void tokenize(const std::string& body, httplib::Response& res);
+  void detokenize(const std::string& body, httplib::Response& res);
+  void apply_template(const std::string& body, httplib::Response& res);
   void models(const httplib::Request& req, httplib::Response& res);
 
   ServeConfig cfg_;

@@ -145,7 +145,11 @@ void read_sampling(Fields& f, const ModelInfo& model, text::SamplingParams& p) {
                                                             std::to_string(n_vocab) + ")"));
           break;
         }
-        if (!it->is_number() || !std::isfinite(it->get<double>()) || std::fabs(it->get<double>()) > 100) {
+        if (!it->is_number()) {
+          f.wrong_type("logit_bias", *it, "an object whose values are numbers in [-100, 100]");
+          break;
+        }
+        if (!std::isfinite(it->get<double>()) || std::fabs(it->get<double>()) > 100) {
           f.fail(invalid("invalid_value", "logit_bias", "logit_bias for token " + key + " must be a number in [-100, 100]"));
           break;
         }
@@ -218,16 +222,12 @@ std::optional<ApiError> parse_body(const std::string& body, Json& out) {
       --depth;
     }
   }
-  out = Json::parse(body, nullptr, /*allow_exceptions=*/false);
-  if (out.is_discarded()) {
-    // Parse again with exceptions for the position and reason (the body is known to be bad).
-    std::string why = "not valid JSON";
-    try {
-      (void)Json::parse(body);
-    } catch (const Json::parse_error& e) {
-      why = e.what();
-    }
-    return invalid("invalid_json", "", "the request body is not valid JSON (UTF-8): " + why);
+  // nlohmann reports a syntax error by exception, and a number out of double's range (1e400) by
+  // out_of_range even when exceptions are off: both become one 400.
+  try {
+    out = Json::parse(body);
+  } catch (const Json::exception& e) {
+    return invalid("invalid_json", "", std::string("the request body is not valid JSON (UTF-8): ") + e.what());
   }
   if (!out.is_object()) return invalid("invalid_json", "", std::string("the request body must be a JSON object, got ") + type_name(out));
   return std::nullopt;
@@ -279,7 +279,8 @@ std::optional<ApiError> parse_messages(const Json* messages, Json& out) {
         if (*type != "text")
           return invalid("unsupported", pat + ".type", "content parts of type '" + type->get<std::string>() + "' are not supported (text only)");
         auto t = part.find("text");
-        if (t == part.end() || !t->is_string()) return invalid("invalid_type", pat + ".text", pat + ".text must be a string");
+        if (t == part.end()) return invalid("missing_field", pat + ".text", pat + " has no 'text'");
+        if (!t->is_string()) return invalid("invalid_type", pat + ".text", pat + ".text must be a string");
         text += t->get<std::string>();
       }
     } else {

@@ -58,9 +58,9 @@ int64_t completion_tokens(const std::vector<ChoiceState>& choices) {
 
 }  // namespace
 
-void Server::generate(const httplib::Request& req, httplib::Response& res, bool chat) {
+void Server::generate(const std::string& text, httplib::Response& res, bool chat) {
   Json body;
-  if (auto e = parse_body(req.body, body)) return send_error(res, *e);
+  if (auto e = parse_body(text, body)) return send_error(res, *e);
   auto r = std::make_shared<GenerationRequest>();
   if (auto e = chat ? parse_chat_request(body, model_, *r) : parse_completion_request(body, model_, *r)) return send_error(res, *e);
 

@@ -26,9 +26,9 @@ std::optional<ApiError> optional_bool(const Json& body, const char* key, bool& o
 
 }  // namespace
 
-void Server::tokenize(const httplib::Request& req, httplib::Response& res) {
+void Server::tokenize(const std::string& raw, httplib::Response& res) {
   Json body;
-  if (auto e = parse_body(req.body, body)) return send_error(res, *e);
+  if (auto e = parse_body(raw, body)) return send_error(res, *e);
   if (auto e = only_fields(body, {"content", "add_special", "with_pieces", "parse_special"})) return send_error(res, *e);
   auto content = body.find("content");
   if (content == body.end()) return send_error(res, invalid("missing_field", "content", "'content' is required: the text to tokenize"));
@@ -57,9 +57,9 @@ void Server::tokenize(const httplib::Request& req, httplib::Response& res) {
   send_json(res, {{"tokens", tokens}});
 }
 
-void Server::detokenize(const httplib::Request& req, httplib::Response& res) {
+void Server::detokenize(const std::string& raw, httplib::Response& res) {
   Json body;
-  if (auto e = parse_body(req.body, body)) return send_error(res, *e);
+  if (auto e = parse_body(raw, body)) return send_error(res, *e);
   if (auto e = only_fields(body, {"tokens"})) return send_error(res, *e);
   auto tokens = body.find("tokens");
   if (tokens == body.end()) return send_error(res, invalid("missing_field", "tokens", "'tokens' is required: an array of token ids"));
@@ -67,7 +67,8 @@ void Server::detokenize(const httplib::Request& req, httplib::Response& res) {
   const auto& tok = model_.format->tokenizer();
   std::vector<int32_t> ids;
   for (const auto& t : *tokens) {
-    if (!t.is_number_integer() || t.get<int64_t>() < 0 || t.get<int64_t>() >= tok.n_vocab())
+    if (!t.is_number_integer()) return send_error(res, invalid("invalid_type", "tokens", "'tokens' must hold integers, got " + dump(t)));
+    if (t.get<int64_t>() < 0 || t.get<int64_t>() >= tok.n_vocab())
       return send_error(res, invalid("invalid_value", "tokens", "'tokens' must hold token ids in [0, " + std::to_string(tok.n_vocab()) +
                                                                     "), got " + dump(t)));
     ids.push_back(int32_t(t.get<int64_t>()));
@@ -77,9 +78,9 @@ void Server::detokenize(const httplib::Request& req, httplib::Response& res) {
   send_json(res, {{"content", *text}});
 }
 
-void Server::apply_template(const httplib::Request& req, httplib::Response& res) {
+void Server::apply_template(const std::string& raw, httplib::Response& res) {
   Json body;
-  if (auto e = parse_body(req.body, body)) return send_error(res, *e);
+  if (auto e = parse_body(raw, body)) return send_error(res, *e);
   if (auto e = only_fields(body, {"messages", "model"})) return send_error(res, *e);
   if (auto e = check_model(body, model_)) return send_error(res, *e);
   Json messages;
