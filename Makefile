@@ -4,8 +4,9 @@ JOBS    ?= 2
 MODEL   ?= models/smollm2-135m-instruct-q4_1.gguf
 PROMPT  ?= What is the capital of France? Answer in one sentence.
 FUZZ_SECONDS ?= 60
+FUZZ_TEST_SECONDS ?= 20
 
-.PHONY: all setup build run serve test fuzz clean
+.PHONY: all setup build run serve test test-asan test-tsan fuzz clean
 all: build
 
 setup:
@@ -24,10 +25,19 @@ serve: build
 
 test: build
 	@ctest --test-dir $(BUILD) -j$(JOBS) --output-on-failure
-	@FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz.sh
+	@FUZZ_SECONDS=$(FUZZ_TEST_SECONDS) FUZZ_JOBS=$(JOBS) FUZZ_TARGETS="$(FUZZ_TARGETS)" scripts/fuzz.sh
 
+# The sanitizer builds alone (scripts/sanitize.sh lists what each runs).
+test-asan: setup
+	@JOBS=$(JOBS) scripts/sanitize.sh address
+
+test-tsan: setup
+	@JOBS=$(JOBS) scripts/sanitize.sh thread
+
+# Every libFuzzer target of fuzz/ for FUZZ_SECONDS each (FUZZ_TARGETS="jinja chat" selects);
+# `make test` runs them for FUZZ_TEST_SECONDS each.
 fuzz: setup
-	@FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz.sh
+	@FUZZ_SECONDS=$(FUZZ_SECONDS) FUZZ_JOBS=$(JOBS) FUZZ_TARGETS="$(FUZZ_TARGETS)" scripts/fuzz.sh
 
 clean:
-	rm -rf $(BUILD) build-fuzz
+	rm -rf $(BUILD) build-fuzz build-asan build-tsan

@@ -2,6 +2,7 @@
 // its ArchTraits entry below and, if it has a new kind of block, a branch in transformer.cpp.
 #include "builder/hparams.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace ggflow::builder {
@@ -39,20 +40,80 @@ const std::vector<ArchTraits>& table() {
   return t;
 }
 
+const std::string kBrokenFile = "the file is damaged or was written by a broken converter; re-download or re-convert it";
+
 template <class T>
-Status need(const gguf::File& f, const std::string& key, T& out) {
-  auto r = f.get<T>(key);
-  if (!r) return make_error("model is missing required key '" + key + "': " + r.error().what,
-                            "the file is incomplete or was converted for another architecture");
+Status maybe(const gguf::File& f, const std::string& key, T& out) {
+  if (!f.has(key)) return {};
+  auto r = f.get<T>(key);  // "metadata key 'k' has type string, expected u32", or does not fit
+  if (!r) return make_error(r.error().what, kBrokenFile);
   out = *r;
   return {};
 }
 template <class T>
-Status maybe(const gguf::File& f, const std::string& key, T& out) {
-  if (!f.has(key)) return {};
-  auto r = f.get<T>(key);
-  if (!r) return make_error("metadata key '" + key + "' is malformed: " + r.error().what);
-  out = *r;
+Status need(const gguf::File& f, const std::string& key, T& out) {
+  if (!f.has(key))
+    return make_error("model is missing required key '" + key + "'",
+                      "the file is incomplete or was converted for another architecture");
+  return maybe(f, key, out);
+}
+
+std::string str(int64_t v) { return std::to_string(v); }
+
+// The number of layers the file's tensors describe: 1 + the largest N of a "blk.N." tensor.
+int64_t layers_in_tensors(const gguf::File& f) {
+  int64_t n = 0;
+  for (const auto& t : f.tensors()) {
+    std::string_view name = t.name;
+    if (name.substr(0, 4) != "blk.") continue;
+    int64_t il = 0;
+    size_t i = 4;
+    for (; i < name.size() && i < 14 && name[i] >= '0' && name[i] <= '9'; ++i) il = il * 10 + (name[i] - '0');
+    if (i > 4 && i < name.size() && name[i] == '.') n = std::max(n, il + 1);
+  }
+  return n;
+}
+
+// The vocabulary: token_embd's rows, checked against the tokenizer's token list, `{arch}.vocab_size`
+// and the output head, so that no token id can read past a table and every logit has a token.
+Status check_vocab(const gguf::File& f, const std::string& p, HParams& h) {
+  const gguf::TensorInfo* emb = f.find_tensor("token_embd.weight");
+  if (!emb) return make_error("model is missing required tensor 'token_embd.weight'", kBrokenFile);
+  if (emb->ne.size() != 2 || emb->ne[1] == 0)
+    return make_error("tensor 'token_embd.weight' has " + str(int64_t(emb->ne.size())) +
+                          " dimensions or no rows; it must be [embedding_length, vocabulary] with at least one row",
+                      kBrokenFile);
+  h.n_vocab = static_cast<int64_t>(emb->ne[1]);
+  if (const gguf::Value* v = f.find("tokenizer.ggml.tokens")) {
+    if (v->type != gguf::ValueType::ARRAY || !v->arr || v->arr->elem != gguf::ValueType::STRING)
+      return make_error("metadata key 'tokenizer.ggml.tokens' has type " + std::string(gguf::value_type_name(v->type)) +
+                            (v->type == gguf::ValueType::ARRAY && v->arr
+                                 ? " of " + std::string(gguf::value_type_name(v->arr->elem))
+                                 : std::string()) +
+                            ", expected an array of strings",
+                        kBrokenFile);
+    const int64_t n_tokens = static_cast<int64_t>(v->arr->size);
+    if (n_tokens > h.n_vocab)
+      return make_error("tensor 'token_embd.weight' has " + str(h.n_vocab) + " rows, fewer than the " + str(n_tokens) +
+                            " tokens of the vocabulary (tokenizer.ggml.tokens): token ids " + str(h.n_vocab) + ".." +
+                            str(n_tokens - 1) + " would have no embedding",
+                        "the embedding and the tokenizer come from different models; " + kBrokenFile);
+    if (n_tokens < h.n_vocab)
+      return make_error("the vocabulary (tokenizer.ggml.tokens) has " + str(n_tokens) + " tokens but tensor 'token_embd.weight' has " +
+                            str(h.n_vocab) + " rows; they must be equal (ids " + str(n_tokens) + ".." + str(h.n_vocab - 1) +
+                            " could be generated but not detokenized)",
+                        "the embedding and the tokenizer come from different models; " + kBrokenFile);
+  }
+  int64_t vs = 0;
+  if (auto s = maybe(f, p + "vocab_size", vs); !s) return s.error();
+  if (f.has(p + "vocab_size") && vs != h.n_vocab)
+    return make_error("metadata key '" + p + "vocab_size' = " + str(vs) + " but tensor 'token_embd.weight' has " + str(h.n_vocab) +
+                          " rows; they must be equal",
+                      kBrokenFile);
+  if (const gguf::TensorInfo* out = f.find_tensor("output.weight"); out && out->ne.size() == 2 && int64_t(out->ne[1]) != h.n_vocab)
+    return make_error("tensor 'output.weight' (the output head) has " + str(int64_t(out->ne[1])) +
+                          " rows, one logit per token, but the vocabulary has " + str(h.n_vocab) + " tokens (the rows of 'token_embd.weight')",
+                      kBrokenFile);
   return {};
 }
 
@@ -71,15 +132,26 @@ std::string supported_archs() {
 }
 
 Result<HParams> read_hparams(const gguf::File& f) {
-  std::string arch(f.architecture());
-  if (arch.empty()) return make_error("model is missing required key 'general.architecture'", "not a model file?");
+  const gguf::Value* av = f.find("general.architecture");
+  if (!av) return make_error("model is missing required key 'general.architecture'", "not a model file? ggflow builds " + supported_archs());
+  if (av->type != gguf::ValueType::STRING)
+    return make_error("metadata key 'general.architecture' has type " + std::string(gguf::value_type_name(av->type)) +
+                          ", expected string",
+                      kBrokenFile);
+  std::string arch(av->s);
   const ArchTraits* traits = find_arch(arch);
-  if (!traits) return make_error("unsupported architecture '" + arch + "'", "ggflow builds " + supported_archs());
+  if (!traits)
+    return make_error("unsupported architecture '" + arch + "' (general.architecture); supported: " + supported_archs(),
+                      "ggflow builds " + supported_archs());
   HParams h;
   h.arch = *traits;
   const std::string p = arch + ".";
   uint32_t u = 0;
-  float fl = 0;
+  // A count that must be at least 1, with the key named when it is not.
+  auto positive = [&](const std::string& key, int64_t v, const std::string& why) -> Status {
+    if (v > 0) return {};
+    return make_error("metadata key '" + p + key + "' = " + str(v) + ": " + why, kBrokenFile);
+  };
 #define NEED(key, dst) \
   if (auto s = need(f, p + key, u); !s) return s.error(); \
   dst = u;
@@ -88,41 +160,96 @@ Result<HParams> read_hparams(const gguf::File& f) {
   NEED("feed_forward_length", h.n_ff);
   NEED("attention.head_count", h.n_head);
 #undef NEED
-  if (auto s = need(f, p + "attention.layer_norm_rms_epsilon", fl); !s) return s.error();
-  h.rms_eps = fl;
+  if (auto s = positive("block_count", h.n_layer, "a model needs at least one layer"); !s) return s.error();
+  if (auto s = positive("embedding_length", h.n_embd, "the embedding width must be at least 1"); !s) return s.error();
+  if (auto s = positive("feed_forward_length", h.n_ff, "the feed-forward width must be at least 1"); !s) return s.error();
+  if (auto s = positive("attention.head_count", h.n_head, "a model needs at least one attention head"); !s) return s.error();
+  const int64_t file_layers = layers_in_tensors(f);
+  if (file_layers != h.n_layer)
+    return make_error("metadata key '" + p + "block_count' = " + str(h.n_layer) + " but the file's tensors describe " +
+                          str(file_layers) + " layers (blk.0 .. blk." + str(file_layers - 1) + ")",
+                      "the layer count and the tensors must agree; " + kBrokenFile);
+
+  if (auto s = need(f, p + "attention.layer_norm_rms_epsilon", h.rms_eps); !s) return s.error();
+  if (!std::isfinite(h.rms_eps) || h.rms_eps < 0)
+    return make_error("metadata key '" + p + "attention.layer_norm_rms_epsilon' = " + std::to_string(h.rms_eps) +
+                          ": the RMS-norm epsilon must be a finite number >= 0",
+                      kBrokenFile);
   h.n_head_kv = h.n_head;
-  if (auto s = maybe(f, p + "attention.head_count_kv", u); !s) return s.error();
-  else if (f.has(p + "attention.head_count_kv")) h.n_head_kv = u;
-  if (h.n_layer <= 0 || h.n_embd <= 0 || h.n_head <= 0 || h.n_head_kv <= 0 || h.n_head % h.n_head_kv != 0)
-    return make_error("bad hyper-parameters: " + std::to_string(h.n_layer) + " layers, " + std::to_string(h.n_head) +
-                      " heads, " + std::to_string(h.n_head_kv) + " kv heads", "heads must be a multiple of kv heads");
-  h.head_dim = h.n_embd / h.n_head;
+  if (f.has(p + "attention.head_count_kv")) {
+    if (auto s = need(f, p + "attention.head_count_kv", u); !s) return s.error();
+    h.n_head_kv = u;
+    if (auto s = positive("attention.head_count_kv", h.n_head_kv, "a model needs at least one key/value head"); !s) return s.error();
+  }
+  if (h.n_head % h.n_head_kv != 0)
+    return make_error("metadata key '" + p + "attention.head_count' = " + str(h.n_head) + " is not a multiple of '" + p +
+                          "attention.head_count_kv' = " + str(h.n_head_kv),
+                      "grouped-query attention shares each key/value head among head_count / head_count_kv query heads; " +
+                          kBrokenFile);
   if (f.has(p + "attention.key_length")) {
     if (auto s = need(f, p + "attention.key_length", u); !s) return s.error();
     h.head_dim = u;
+    if (auto s = positive("attention.key_length", h.head_dim, "the head size must be at least 1"); !s) return s.error();
+  } else {
+    if (h.n_embd % h.n_head != 0)
+      return make_error("metadata key '" + p + "embedding_length' = " + str(h.n_embd) + " is not divisible by '" + p +
+                            "attention.head_count' = " + str(h.n_head) + ", so the head size is not whole",
+                        "the file needs '" + p + "attention.key_length' or consistent sizes; " + kBrokenFile);
+    h.head_dim = h.n_embd / h.n_head;
+  }
+  if (f.has(p + "attention.value_length")) {
+    int64_t vl = 0;
+    if (auto s = need(f, p + "attention.value_length", vl); !s) return s.error();
+    if (vl != h.head_dim)
+      return make_error("metadata key '" + p + "attention.value_length' = " + str(vl) + " differs from the key head size " +
+                            str(h.head_dim),
+                        "ggflow's attention needs equal key and value head sizes");
   }
   h.n_rot = h.head_dim;
   if (f.has(p + "rope.dimension_count")) {
     if (auto s = need(f, p + "rope.dimension_count", u); !s) return s.error();
     h.n_rot = u;
+    if (h.n_rot <= 0 || h.n_rot > h.head_dim || h.n_rot % 2 != 0)
+      return make_error("metadata key '" + p + "rope.dimension_count' = " + str(h.n_rot) +
+                            ": RoPE rotates an even number of dimensions, at least 2 and at most the head size " + str(h.head_dim),
+                        kBrokenFile);
   }
-  if (auto s = maybe(f, p + "context_length", u); !s) return s.error();
-  else h.n_ctx_train = f.has(p + "context_length") ? u : 0;
+  if (f.has(p + "context_length")) {
+    if (auto s = need(f, p + "context_length", u); !s) return s.error();
+    h.n_ctx_train = u;
+    if (auto s = positive("context_length", h.n_ctx_train, "the training context must be at least 1 token"); !s) return s.error();
+  }
   if (auto s = maybe(f, p + "rope.freq_base", h.rope_base); !s) return s.error();
+  if (!std::isfinite(h.rope_base) || h.rope_base <= 0)
+    return make_error("metadata key '" + p + "rope.freq_base' = " + std::to_string(h.rope_base) +
+                          ": the RoPE base frequency must be a finite number > 0",
+                      kBrokenFile);
   if (f.has(p + "rope.scaling.type")) {
-    auto ty = f.get<std::string>(p + "rope.scaling.type");
-    float factor = 1.0f;
+    const std::string key = p + "rope.scaling.type";
+    std::string ty;
+    if (auto s = need(f, key, ty); !s) return s.error();
+    float factor = 0.0f;
     if (auto s = maybe(f, p + "rope.scaling.factor", factor); !s) return s.error();
-    if (ty && *ty == "linear" && factor > 0) h.rope_scale = 1.0f / factor;
-    else if (ty && *ty != "none") return make_error("rope scaling '" + *ty + "' is not supported", "ggflow supports linear RoPE scaling");
+    if (ty == "linear") {
+      if (!std::isfinite(factor) || factor < 0)
+        return make_error("metadata key '" + p + "rope.scaling.factor' = " + std::to_string(factor) +
+                              ": the linear RoPE scaling factor must be a finite number >= 0 (0: no scaling)",
+                          kBrokenFile);
+      if (factor > 0) h.rope_scale = 1.0f / factor;
+    } else if (ty == "yarn" || ty == "longrope") {
+      return make_error("RoPE scaling '" + ty + "' (metadata key '" + key + "') is not supported",
+                        "ggflow supports the RoPE scaling types none and linear");
+    } else if (ty != "none") {
+      return make_error("unknown RoPE scaling type '" + ty + "' (metadata key '" + key + "')",
+                        "GGUF defines none, linear, yarn and longrope; ggflow supports none and linear");
+    }
   }
-  const gguf::TensorInfo* emb = f.find_tensor("token_embd.weight");
-  if (!emb || emb->ne.size() != 2) return make_error("model is missing required tensor 'token_embd.weight'");
-  h.n_vocab = static_cast<int64_t>(emb->ne[1]);
+  if (auto s = check_vocab(f, p, h); !s) return s.error();
   h.swa_layers.assign(h.n_layer, false);
   if (traits->swa_pattern) {
     if (auto s = need(f, p + "attention.sliding_window", u); !s) return s.error();
     h.n_swa = u;
+    if (auto s = positive("attention.sliding_window", h.n_swa, "the sliding window must hold at least one token"); !s) return s.error();
     int pattern = traits->swa_pattern;
     if (f.has(p + "attention.sliding_window_pattern")) {
       if (auto s = need(f, p + "attention.sliding_window_pattern", u); !s) return s.error();

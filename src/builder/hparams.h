@@ -51,7 +51,11 @@ struct HParams {
 };
 
 // Read and check the hyper-parameters. Errors: unsupported architecture (naming it and the
-// supported ones), a missing or mistyped required key (naming the key).
+// supported ones), a missing or mistyped key, a count of 0 (layers, widths, heads, context), head
+// counts that do not divide (embedding_length / head_count without key_length, head_count /
+// head_count_kv), RoPE dimensions or scaling ggflow cannot apply (unknown/yarn/longrope types),
+// block_count != the file's blk.N layers, a vocabulary (tokenizer.ggml.tokens, {arch}.vocab_size)
+// or output head whose size differs from token_embd's rows; each error names the key or tensor.
 Result<HParams> read_hparams(const gguf::File& file);
 
 }  // namespace ggflow::builder

@@ -18,6 +18,7 @@
 #include <limits>
 
 #include "builder/build.h"
+#include "gguf/dequant.h"
 
 namespace ggflow::builder {
 
@@ -40,15 +41,31 @@ class Builder {
   // A weight of the file, checked against the shape the architecture expects (GGML order).
   Result<int> weight(const std::string& name, Ne want, int n_dims) {
     const gguf::TensorInfo* t = f_.find_tensor(name);
-    if (!t) return make_error("model is missing required tensor '" + name + "'", "the file does not fit architecture '" + hp_.arch.name + "'");
+    if (!t)
+      return make_error("model is missing required tensor '" + name + "'",
+                        "the file does not fit architecture '" + hp_.arch.name +
+                            "': it is incomplete or was converted for another architecture");
     bool ok = static_cast<int>(t->ne.size()) == n_dims;
     for (int i = 0; ok && i < n_dims; ++i) ok = static_cast<int64_t>(t->ne[i]) == want[i].n;
     if (!ok) {
       std::string got;
       for (auto n : t->ne) got += (got.empty() ? "" : ", ") + std::to_string(n);
-      return make_error("tensor '" + name + "' has shape [" + got + "], architecture '" + hp_.arch.name + "' needs " +
-                        g_.ne_str(want) + " (first " + std::to_string(n_dims) + ")");
+      std::string need;
+      for (int i = 0; i < n_dims; ++i) need += (i ? ", " : "") + g_.ext_str(want[i]);
+      return make_error("tensor '" + name + "' has shape [" + got + "], architecture '" + hp_.arch.name + "' needs [" +
+                            need + "] for the file's hyper-parameters",
+                        "the tensor and the metadata disagree; the file is damaged or was written by a broken converter");
     }
+    // The types the kernels compute with: norms and biases in f32 (as every converter writes them),
+    // matrices and the embedding in one of the 13 types the matmul and get_rows kernels read.
+    const std::string_view type = gguf::traits(t->type).name;
+    if (n_dims == 1 && t->type != GgmlType::F32)
+      return make_error("tensor '" + name + "' has type " + std::string(type) + "; norm weights and biases must be F32",
+                        "converters store 1-D tensors as F32; the file was written by a broken converter, re-convert it");
+    if (n_dims == 2 && !gguf::can_dequantize(t->type))
+      return make_error("tensor '" + name + "' has type " + std::string(type) + ", which ggflow cannot compute with",
+                        "ggflow reads weights in F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and Q2_K..Q6_K; "
+                        "re-quantize the model to one of them");
     return g_.weight(*t, f_.tensor_data(*t));
   }
   bool has(const std::string& name) const { return f_.find_tensor(name) != nullptr; }

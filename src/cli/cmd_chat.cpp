@@ -10,12 +10,13 @@
 
 #include "cli/commands.h"
 #include "pipeline/llm_pipeline.h"
+#include "runtime/memory_budget.h"
 
 namespace ggflow::cli {
 namespace {
 
 struct Opts {
-  std::string model, system, executor = "cpu";
+  std::string model, system, executor = "cpu", max_memory;
   int threads = 0;
   int n = 256;
   double temperature = 0.7;
@@ -25,6 +26,7 @@ struct Opts {
 Status chat(const Opts& o) {
   auto executor = runtime::executor_from_name(o.executor);
   if (!executor) return executor.error();
+  if (auto s = runtime::check_memory_budget(o.model, 0, o.max_memory); !s) return s;
   auto file = runtime::ModelFile::open(o.model);
   if (!file) return file.error();
   runtime::RunnerOptions ro;
@@ -76,6 +78,7 @@ void add(CLI::App& app, int& rc) {
   cmd->add_option("-n,--max-tokens", o->n, "tokens per answer at most")->capture_default_str();
   cmd->add_option("--temperature", o->temperature, "0 = greedy")->capture_default_str();
   cmd->add_option("--seed", o->seed, "random seed (default: random)");
+  cmd->add_option("--max-memory", o->max_memory, "refuse a model that needs more (e.g. 8GiB; default: the memory available)");
   cmd->callback([o, &rc] {
     if (auto s = chat(*o); !s) rc = fail("chat", s.error());
   });

@@ -26,6 +26,8 @@
 #include "pipeline/llm_pipeline.h"
 #include "runtime/greedy.h"
 #include "runtime/logits_dump.h"
+#include "runtime/memory_budget.h"
+#include "serving/block_manager.h"
 
 namespace ggflow::cli {
 namespace {
@@ -49,7 +51,7 @@ Result<std::vector<int32_t>> parse_ids(const std::string& s) {
 }
 
 struct Opts {
-  std::string engine = "paged", executor = "cpu", model, tokens, prompt, dump;
+  std::string engine = "paged", executor = "cpu", model, tokens, prompt, dump, max_memory;
   int n = -1;
   int32_t kv_blocks = 64;
   int threads = 0;
@@ -110,6 +112,9 @@ bool print_text(std::string_view text) {
 // One request through the continuous-batching pipeline over the paged model.
 Result<pipeline::GenerationResult> run_paged(const Opts& o, const runtime::ModelFile& file,
                                             const nlohmann::ordered_json& messages) {
+  const auto& hp = file.hparams();
+  const int64_t kv = int64_t(o.kv_blocks) * serving::BlockManager::kv_bytes_per_block(hp.n_layer, hp.n_head_kv, hp.head_dim, sizeof(float));
+  if (auto s = runtime::check_memory_budget(file.path(), kv, o.max_memory); !s) return s.error();
   serving::EngineConfig cfg;
   cfg.num_blocks = o.kv_blocks;
   auto pipe = pipeline::ContinuousBatchingPipeline::open(file, cfg, runner_options(o).compile);
@@ -158,6 +163,7 @@ void add(CLI::App& app, int& rc) {
       ->capture_default_str();
   cmd->add_option("-t,--threads", o->threads, "cpu executor threads (default: the machine's cores)")->check(CLI::NonNegativeNumber);
   cmd->add_flag("--verbose", o->verbose, "print the executor and what ran on the reference kernel (fallbacks) on stderr");
+  cmd->add_option("--max-memory", o->max_memory, "refuse a model (+ paged KV cache) that needs more (e.g. 8GiB; default: the memory available)");
   cmd->add_option("--kv-blocks", o->kv_blocks, "paged: KV cache blocks of 32 tokens")->capture_default_str()->check(CLI::PositiveNumber);
   cmd->add_option("-m,--model", o->model, "the .gguf model")->required();
   cmd->add_option("-p,--prompt", o->prompt, "prompt text");
@@ -180,6 +186,10 @@ void add(CLI::App& app, int& rc) {
     if (o->prompt.empty() == o->tokens.empty()) {
       rc = fail("run", make_error(o->prompt.empty() ? "no prompt" : "both -p and --tokens given",
                                   "pass either -p TEXT or --tokens 1,2,3"));
+      return;
+    }
+    if (auto s = runtime::check_memory_budget(o->model, 0, o->max_memory); !s) {
+      rc = fail("run", s.error());
       return;
     }
     // The file is opened once: the tokenizer and every layout's model come from this mapping.

@@ -16,38 +16,25 @@
 #include "cli/commands.h"
 #include "pipeline/continuous_batching.h"
 #include "serving/block_manager.h"
+#include "runtime/memory_budget.h"
 #include "server/http_server.h"
 
 namespace ggflow::cli {
 namespace {
 
 struct Opts {
-  std::string model, host = "127.0.0.1", kv_cache = "256MiB", api_key, name, max_body = "8MiB", executor = "cpu";
+  std::string model, host = "127.0.0.1", kv_cache = "256MiB", api_key, name, max_body = "8MiB", executor = "cpu", max_memory;
   int port = 8080, threads = 0, parallel = 8, max_batched = 512, max_queue = 64, shutdown_timeout = 10;
   int64_t ctx = 0;
   bool no_webui = false;
 };
 
-// "512" (a count) or "256MiB", "1GiB", "64MB", "4096KiB", "1000000B" (bytes). Returns bytes, or
-// -count for a plain number when `count_ok`.
-Result<int64_t> parse_size(const std::string& flag, const std::string& s, bool count_ok) {
-  size_t used = 0;
-  double v = 0;
-  try {
-    v = std::stod(s, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  const std::string unit = s.substr(used);
-  double mult = 0;
-  if (unit.empty() && count_ok) mult = -1;
-  for (auto [u, m] : {std::pair<const char*, double>{"B", 1}, {"KiB", 1024.0}, {"MiB", 1048576.0}, {"GiB", 1073741824.0},
-                      {"KB", 1e3}, {"MB", 1e6}, {"GB", 1e9}})
-    if (unit == u) mult = m;
-  if (used == 0 || mult == 0 || !(v > 0) || v * std::abs(mult) > 1e15)
-    return make_error(flag + " = '" + s + "' is not " + (count_ok ? "a block count or " : "") + "a size",
-                      "write e.g. " + std::string(count_ok ? "512 (blocks of 32 tokens), " : "") + "256MiB or 1GiB");
-  return int64_t(v * mult);
+// --kv-cache: "512" (blocks of 32 tokens) or a size ("256MiB"). Returns bytes, or -blocks.
+Result<int64_t> parse_kv_cache(const std::string& s) {
+  if (!s.empty() && s.find_first_not_of("0123456789") == std::string::npos && s.size() < 10) return -std::stoll(s);
+  auto bytes = runtime::parse_bytes("--kv-cache", s);
+  if (!bytes) return make_error(bytes.error().what, "write a block count (512) or a size (256MiB, 1GiB)");
+  return bytes;
 }
 
 std::string default_name(const std::string& path) {
@@ -58,10 +45,11 @@ std::string default_name(const std::string& path) {
 
 // The model, its KV pool and context, as the pipeline wants them.
 Result<std::unique_ptr<pipeline::ContinuousBatchingPipeline>> load(const Opts& o, int64_t& context) {
+  if (auto s = runtime::check_memory_budget(o.model, 0, o.max_memory); !s) return s.error();  // before mapping
   auto file = runtime::ModelFile::open(o.model);
   if (!file) return file.error();
   const auto& hp = (*file)->hparams();
-  auto kv = parse_size("--kv-cache", o.kv_cache, true);
+  auto kv = parse_kv_cache(o.kv_cache);
   if (!kv) return kv.error();
   const int64_t per_block = serving::BlockManager::kv_bytes_per_block(hp.n_layer, hp.n_head_kv, hp.head_dim, sizeof(float));
   const int64_t blocks = *kv < 0 ? -*kv : *kv / per_block;
@@ -69,6 +57,7 @@ Result<std::unique_ptr<pipeline::ContinuousBatchingPipeline>> load(const Opts& o
     return make_error("--kv-cache " + o.kv_cache + " holds " + std::to_string(blocks) + " blocks of 32 tokens (" +
                           std::to_string(per_block) + " bytes each for this model)",
                       "give the KV cache at least one block's worth");
+  if (auto s = runtime::check_memory_budget(o.model, blocks * per_block, o.max_memory); !s) return s.error();
   const int64_t capacity = blocks * serving::BlockManager::kBlockSize;
   context = o.ctx > 0 ? o.ctx : std::min<int64_t>({2048, (*file)->n_ctx_train(), capacity});
   if (context > capacity)
@@ -105,7 +94,7 @@ int serve(const Opts& o) {
     if (const char* env = std::getenv("GGFLOW_API_KEY")) cfg.api_key = env;
   cfg.served_name = o.name.empty() ? default_name(o.model) : o.name;
   cfg.webui = !o.no_webui;
-  auto body = parse_size("--max-body", o.max_body, false);
+  auto body = runtime::parse_bytes("--max-body", o.max_body);
   if (!body) return fail("serve", body.error());
   cfg.max_body = size_t(*body);
   cfg.shutdown_timeout_s = o.shutdown_timeout;
@@ -152,6 +141,7 @@ void add(CLI::App& app, int& rc) {
   cmd->add_flag("--no-webui", o->no_webui, "do not serve the chat page at /");
   cmd->add_option("--max-body", o->max_body, "largest request body")->capture_default_str();
   cmd->add_option("--shutdown-timeout", o->shutdown_timeout, "seconds SIGTERM waits for running requests")->capture_default_str()->check(CLI::Range(0, 3600));
+  cmd->add_option("--max-memory", o->max_memory, "refuse a model + KV cache that needs more (e.g. 8GiB; default: the memory available)");
   cmd->add_option("--executor", o->executor, "cpu | ref")->check(CLI::IsMember({"cpu", "ref"}))->capture_default_str();
   cmd->callback([o, &rc] { rc = serve(*o); });
 }

@@ -2,6 +2,7 @@
 
 #include <chrono>
 
+#include "runtime/greedy.h"
 #include "text/tokenizer_stream.h"
 
 namespace ggflow::pipeline {
@@ -52,9 +53,18 @@ Result<GenerationResult> LLMPipeline::generate(std::string_view prompt, const te
   GenerationResult out;
   out.usage.prompt_tokens = n_prompt;
 
+  // A step whose logits hold NaN/Inf ends the generation (a token sampled from them is noise).
+  auto check_logits = [&](std::span<const float> row) -> Status {
+    if (const char* bad = runtime::non_finite(row))
+      return make_error("the model produced " + std::string(bad) + " logits at step " + std::to_string(out.tokens.size()) +
+                            " (position " + std::to_string(model_->n_past() - 1) + "); the weights or the input are broken",
+                        "the weights were checked at load, so an activation overflowed: report the model and the prompt");
+    return {};
+  };
   model_->reset();
   auto logits = model_->step(*ids);
   if (!logits) return logits.error();
+  if (auto s = check_logits(*logits); !s) return s.error();
   auto t_first = Clock::now();
   bool cancelled = false;
   auto emit = [&](const std::string& text) {
@@ -76,6 +86,7 @@ Result<GenerationResult> LLMPipeline::generate(std::string_view prompt, const te
     }
     logits = model_->step(std::span(&token, 1));
     if (!logits) return logits.error();
+    if (auto s = check_logits(*logits); !s) return s.error();
   }
   if (stop.done()) out.finish = stop.reason();
   if (out.finish != text::FinishReason::Stop) emit(decoder.finish());

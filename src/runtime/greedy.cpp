@@ -1,6 +1,15 @@
 #include "runtime/greedy.h"
 
+#include "gguf/finite.h"
+
 namespace ggflow::runtime {
+
+const char* non_finite(std::span<const float> row) {
+  const std::span<const uint8_t> bytes(reinterpret_cast<const uint8_t*>(row.data()), row.size_bytes());
+  auto bad = gguf::find_non_finite(gguf::GgmlType::F32, bytes);
+  if (!bad) return nullptr;
+  return bad->is_nan ? "NaN" : "Inf";
+}
 
 int32_t argmax(std::span<const float> row) {
   int32_t best = 0;

@@ -19,7 +19,11 @@ namespace ggflow::runtime {
 
 class ModelFile {
  public:
-  // Errors: the file (named, with the byte offset), the architecture, a missing key or tensor.
+  // Errors: the file (named, with the byte offset), the architecture, a missing, mistyped or
+  // inconsistent key (zero counts, head counts that do not divide, unknown RoPE scaling, a layer
+  // count or vocabulary that does not match the tensors), a missing or wrong-shaped tensor, a NaN
+  // or Inf in any weight (a float element, or the scale of a quantized block). Each names the key
+  // or tensor; nothing is left to fail when a token first reaches the broken part.
   static Result<std::shared_ptr<const ModelFile>> open(const std::string& path, const builder::BuildOptions& opt = {});
 
   const gguf::File& file() const { return file_; }

@@ -161,6 +161,9 @@ void EngineLoop::publish() {
     pipe_.release(id);
   }
   retire(int64_t(finished.size()));
+  // The gauges after the books and before the events: whoever sees the metrics idle can submit
+  // at once, and a client that saw its last event sees its blocks freed.
+  update_gauges();
   for (auto& [h, e] : events) h->push(std::move(e));
 }
 
@@ -229,7 +232,6 @@ void EngineLoop::run() {
         std::fprintf(stderr, "ggflow serve: engine step failed: %s\n", st.error().str().c_str());
       }
     }
-    update_gauges();  // before the events: a client that saw its last event sees its blocks freed
     publish();
     if (stop && active_.empty() && groups_.empty()) return;
   }

@@ -126,6 +126,12 @@ void Server::shutdown() {
   http_.stop();
   if (listener_.joinable()) listener_.join();
   loop_.reset();
+  if (pipe_) {  // the loop thread is gone: the block manager can be checked from here
+    const auto& blocks = pipe_->engine().blocks();
+    auto ok = blocks.check_invariants();
+    std::fprintf(stderr, "ggflow serve: KV blocks at exit: %d of %d held by requests; invariants %s\n",
+                 blocks.num_blocks() - blocks.num_free(), blocks.num_blocks(), ok ? "hold" : ok.error().str().c_str());
+  }
 }
 
 bool Server::admit_route(const httplib::Request& req, httplib::Response& res) {

@@ -187,9 +187,10 @@ std::optional<ApiError> check_context(const GenerationRequest& r, const ModelInf
   for (const auto& p : r.prompts) {
     const int64_t len = int64_t(p.ids.size());
     const int64_t want = r.params.max_tokens > 0 ? r.params.max_tokens : 1;
-    if (len + want > model.context) {
+    // Compared without forming len + want, which overflows for max_tokens near 2^63.
+    if (len > model.context || want > model.context - len) {
       std::string msg = "this model's context holds " + std::to_string(model.context) + " tokens, but the request needs " +
-                        std::to_string(len + want) + " (" + std::to_string(len) + " in the prompt + " + std::to_string(want) +
+                        std::to_string(uint64_t(len) + uint64_t(want)) + " (" + std::to_string(len) + " in the prompt + " + std::to_string(want) +
                         (r.params.max_tokens > 0 ? " requested by max_tokens)" : " to generate)") +
                         "; shorten the prompt or lower max_tokens";
       ApiError e = invalid("context_length_exceeded", r.chat ? "messages" : "prompt", msg);

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <string>
 
+#include "runtime/greedy.h"
+
 namespace ggflow::serving {
 
 namespace {
@@ -145,6 +147,13 @@ Result<StepStats> ContinuousBatchingEngine::step() {
     Sequence* s = out.chunks[size_t(b.sampled_seq[size_t(r)])].seq;
     if (s->state == Sequence::State::Finished) continue;  // cannot happen today; cheap guard
     auto row = logits->row(r);  // f32 [vocab]
+    if (const char* bad = runtime::non_finite(row)) {  // a token sampled from it would be noise
+      finish(s, FinishReason::Error,
+             "the model produced " + std::string(bad) + " logits at step " + str(steps_) + " (position " +
+                 str(s->len() - 1) + "); the weights or the input are broken");
+      ++st.num_finished;
+      continue;
+    }
     const int32_t tok = s->params.sample ? s->params.sample(row) : greedy(row);
     if (s->params.logprobs >= 0) s->logprobs.push_back(text::step_logprobs(row, tok, s->params.logprobs));
     if (accept_token(s, tok)) ++st.num_finished;

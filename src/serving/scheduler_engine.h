@@ -4,6 +4,8 @@
 // BatchRunner. step() = schedule a batch -> runner.forward(batch) -> mark the chunks computed ->
 // sample one token per sampled row -> stream it -> finish requests that hit a stop token,
 // max_tokens, max_model_len, or whose callback returned false (their blocks are freed at once).
+// A sampled row that holds NaN or Inf is not sampled: its request ends with FinishReason::Error
+// ("the model produced NaN logits at step N (position P); ..."), the others go on.
 // Bad requests are rejected by add_request() with an Error and never reach the scheduler.
 // Everything runs on the caller's thread; callbacks must not call into the engine (cancel() from a
 // callback is deferred to the end of the step).

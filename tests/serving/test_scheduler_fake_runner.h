@@ -55,6 +55,7 @@ class FakePagedRunner : public BatchRunner {
         out.data.push_back(float(x >> 40) / float(1 << 24));
       }
     }
+    if (edit_logits) edit_logits(b, out);
     return out;
   }
 
@@ -64,6 +65,8 @@ class FakePagedRunner : public BatchRunner {
   bool fail_next = false;
   bool keep_log = false;
   std::vector<ScheduledBatch> log;
+  // Tests of bad model output: called on each step's logits before they are returned.
+  std::function<void(const ScheduledBatch&, LogitsRows&)> edit_logits;
 
  private:
   void fail(const std::string& what) {
