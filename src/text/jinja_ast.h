@@ -40,6 +40,7 @@ struct Expr {
   std::vector<std::pair<std::string, ExprPtr>> kwargs;
   bool negated = false;
   bool soft = false;  // Filter/Test inside an if/conditional: unknown names fail only when run
+  int depth = 1;      // of this syntax tree (the parser keeps it within Limits::max_nesting)
 };
 
 enum class SK { Text, Output, If, For, Set, SetBlock, Macro, CallBlock, FilterBlock, Break, Continue };
@@ -65,7 +66,10 @@ struct Program {
   Body body;
 };
 
-// Parses a template; throws TemplateError naming the construct and line for anything unsupported.
-std::shared_ptr<Program> parse_template(const std::string& source);
+// Parses a template; throws TemplateError naming the construct and line for anything unsupported,
+// for a source longer than limits.max_source, and for nesting (brackets, blocks, unary operators,
+// chains of operators, attributes, calls or filters) deeper than limits.max_nesting, which bounds
+// the parser's recursion and the depth of the trees the interpreter walks.
+std::shared_ptr<Program> parse_template(const std::string& source, const Limits& limits = {});
 
 }  // namespace ggflow::jinja

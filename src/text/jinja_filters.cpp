@@ -2,7 +2,9 @@
 // generators in Jinja2 (map, select*, reject*, unique, items, reverse of a list) are lists marked
 // `generator`: iterable and truthy like a generator, but not printable, indexable or serializable.
 #include <algorithm>
+#include <climits>
 #include <cmath>
+#include <cstdint>
 #include <map>
 
 #include "text/jinja_interp.h"
@@ -25,7 +27,8 @@ Value get_path(Interpreter& in, Value v, const std::string& path, int line) {
   while (true) {
     size_t e = path.find('.', b);
     std::string part = path.substr(b, e == std::string::npos ? std::string::npos : e - b);
-    Value key = !part.empty() && std::all_of(part.begin(), part.end(), ::isdigit)
+    // All digits: an index (Jinja's environment.getitem tries an int first); too long for an int: a key.
+    Value key = !part.empty() && part.size() <= 18 && std::all_of(part.begin(), part.end(), ::isdigit)
                     ? Value::integer(std::stoll(part)) : Value::string(part);
     if (v.is_undefined()) return v;
     v = in.get_item(v, key, line);
@@ -37,7 +40,7 @@ Value get_path(Interpreter& in, Value v, const std::string& path, int line) {
 Value f_tojson(Interpreter&, const Value& v, CallArgs& a) {
   JsonOptions o;
   Value indent = a.get(1, "indent");
-  if (indent.kind == Kind::Int) o.indent = int(indent.i);
+  if (indent.kind == Kind::Int) o.indent = int(std::clamp<int64_t>(indent.i, -1, INT32_MAX));
   o.item_sep = o.indent >= 0 ? "," : ", ";
   o.key_sep = ": ";
   Value seps = a.get(2, "separators");
@@ -93,7 +96,10 @@ Value f_join(Interpreter& in, const Value& v, CallArgs& a) {
   std::string out;
   bool first = true;
   for (const Value& x : v.iterate()) {
-    out += (first ? "" : sep) + (attr.is_undefined() ? x : get_path(in, x, attr.str(), a.line)).str();
+    std::string item = (attr.is_undefined() ? x : get_path(in, x, attr.str(), a.line)).str();
+    check_string_size(out.size() + (first ? 0 : sep.size()) + item.size(), "the result of join");
+    if (!first) out += sep;
+    out += item;
     first = false;
   }
   return Value::string(out);
@@ -238,9 +244,18 @@ Value f_map(Interpreter& in, const Value& v, CallArgs& a) {
 
 Value f_indent(Interpreter&, const Value& v, CallArgs& a) {
   Value w = a.get(0, "width", Value::integer(4));
-  std::string ind = w.is_string() ? w.s : std::string(size_t(std::max<int64_t>(0, w.i)), ' ');
+  if (!w.is_string() && w.kind != Kind::Int && w.kind != Kind::Bool)
+    throw TemplateError("indent width must be an integer or a string, not " + w.type_name(), a.line);
+  size_t width = w.is_string() ? w.s.size() : size_t(std::max<int64_t>(0, w.kind == Kind::Bool ? int64_t(w.b) : w.i));
+  check_string_size(width, "the indentation of indent()");
+  std::string ind = w.is_string() ? w.s : std::string(width, ' ');
   bool first = a.get(1, "first").truthy(), blank = a.get(2, "blank").truthy();
-  auto lines = pystr::splitlines(v.str() + "\n");
+  std::string text = v.str();
+  // The result: the text, plus `ind` on each line at most.
+  size_t lines_in = size_t(std::count(text.begin(), text.end(), '\n')) + 2;
+  if (width && lines_in > (SIZE_MAX / 2) / width) check_string_size(SIZE_MAX, "the result of indent()");
+  check_string_size(text.size() + lines_in * width, "the result of indent()");
+  auto lines = pystr::splitlines(text + "\n");
   std::string rv;
   if (blank) {
     for (size_t k = 0; k < lines.size(); ++k) rv += (k ? "\n" + ind : "") + lines[k];
@@ -255,7 +270,9 @@ Value f_int(Interpreter&, const Value& v, CallArgs& a) {
   Value dflt = a.get(0, "default", Value::integer(0));
   if (v.kind == Kind::Int) return v;
   if (v.kind == Kind::Bool) return Value::integer(v.b);
-  if (v.kind == Kind::Float) return std::isfinite(v.f) ? Value::integer(int64_t(v.f)) : dflt;
+  // A float outside the int64 range (|x| >= 2**63) has no int here: the default, as for inf.
+  auto from_double = [&](double d) { return std::isfinite(d) && std::fabs(d) < 9223372036854775808.0 ? Value::integer(int64_t(d)) : dflt; };
+  if (v.kind == Kind::Float) return from_double(v.f);
   if (v.is_string()) {
     std::string s = pystr::strip(v.s, nullptr, true, true);
     try {
@@ -263,8 +280,8 @@ Value f_int(Interpreter&, const Value& v, CallArgs& a) {
       long long x = std::stoll(s, &used, 10);
       if (used == s.size()) return Value::integer(x);
       double d = std::stod(s, &used);
-      if (used == s.size() && std::isfinite(d)) return Value::integer(int64_t(d));
-    } catch (...) {
+      if (used == s.size()) return from_double(d);
+    } catch (...) {  // std::invalid_argument / std::out_of_range: not a number, or too big
     }
   }
   return dflt;
@@ -287,7 +304,10 @@ Value f_float(Interpreter&, const Value& v, CallArgs& a) {
 
 Value f_abs(Interpreter&, const Value& v, CallArgs& a) {
   if (v.kind == Kind::Float) return Value::number(std::fabs(v.f));
-  if (v.kind == Kind::Int) return Value::integer(v.i < 0 ? -v.i : v.i);
+  if (v.kind == Kind::Int) {
+    if (v.i == INT64_MIN) throw TemplateError("integer overflow: abs(" + std::to_string(v.i) + ") does not fit in 64 bits", a.line);
+    return Value::integer(v.i < 0 ? -v.i : v.i);
+  }
   throw TemplateError("abs filter expects a number", a.line);
 }
 
@@ -305,8 +325,13 @@ Value f_sum(Interpreter& in, const Value& v, CallArgs& a) {
   for (const Value& x : v.iterate()) {
     Value y = attr.is_undefined() ? x : get_path(in, x, attr.str(), a.line);
     if (!y.is_number() || !total.is_number()) throw TemplateError("sum filter expects numbers", a.line);
-    total = total.kind == Kind::Float || y.kind == Kind::Float ? Value::number(total.as_double() + y.as_double())
-                                                               : Value::integer(total.i + (y.kind == Kind::Bool ? y.b : y.i));
+    if (total.kind == Kind::Float || y.kind == Kind::Float) {
+      total = Value::number(total.as_double() + y.as_double());
+      continue;
+    }
+    int64_t r, p = total.kind == Kind::Bool ? total.b : total.i, q = y.kind == Kind::Bool ? y.b : y.i;
+    if (__builtin_add_overflow(p, q, &r)) throw TemplateError("integer overflow: the sum does not fit in 64 bits", a.line);
+    total = Value::integer(r);
   }
   return total;
 }

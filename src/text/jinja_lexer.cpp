@@ -25,8 +25,17 @@ std::string unescape(const std::string& body, int line) {
     char e = body[++k];
     auto hex = [&](int n) {
       if (k + size_t(n) >= body.size())
-        throw TemplateError("truncated escape in string literal", line);
-      uint32_t cp = uint32_t(std::stoul(body.substr(k + 1, size_t(n)), nullptr, 16));
+        throw TemplateError(std::string("truncated \\") + e + " escape in string literal", line);
+      uint32_t cp = 0;
+      for (size_t d = k + 1; d <= k + size_t(n); ++d) {
+        char h = body[d];
+        if (!std::isxdigit((unsigned char)h))
+          throw TemplateError(std::string("invalid \\") + e + " escape in string literal: '" + h +
+                              "' is not a hex digit", line);
+        cp = cp * 16 + uint32_t(std::isdigit((unsigned char)h) ? h - '0' : (std::tolower((unsigned char)h) - 'a' + 10));
+      }
+      if (cp > 0x10ffff)
+        throw TemplateError("invalid \\U escape in string literal: code point above U+10FFFF", line);
       k += size_t(n);
       utf8_append(out, cp);
     };

@@ -1,6 +1,7 @@
 // Whitelisted methods of strings, dicts and lists. This is the sandbox's whole attribute surface:
 // anything not listed resolves to undefined; mutating methods (list.append, dict.pop, ...) raise a
 // SecurityError when called, as in Jinja2's ImmutableSandboxedEnvironment.
+#include <algorithm>
 #include <set>
 
 #include "text/jinja_interp.h"
@@ -50,11 +51,17 @@ std::string py_format(const std::string& fmt, const CallArgs& a) {
     if (field.find_first_of(":!.[") != std::string::npos)
       throw TemplateError("unsupported construct: str.format field '{" + field + "}'", a.line);
     Value v;
-    if (field.empty()) v = a.get(auto_idx++, "");
-    else if (std::isdigit((unsigned char)field[0])) v = a.get(std::stoul(field), "");
-    else v = a.get(size_t(-1), field.c_str());
+    if (field.empty()) {
+      v = a.get(auto_idx++, "");
+    } else if (std::all_of(field.begin(), field.end(), [](char c) { return std::isdigit((unsigned char)c); })) {
+      v = field.size() <= 9 ? a.get(std::stoul(field), "") : Value::undefined();
+    } else {
+      v = a.get(size_t(-1), field.c_str());
+    }
     if (v.is_undefined()) throw TemplateError("str.format: missing argument for '{" + field + "}'", a.line);
-    out += v.str();
+    std::string text = v.str();
+    check_string_size(out.size() + text.size(), "the result of str.format()");
+    out += text;
     k = close;
   }
   return out;
@@ -75,6 +82,8 @@ bool affix_match(const std::string& s, const Value& what, bool prefix, int line)
 }
 
 Value string_method(const Value& obj, const std::string& name, int line) {
+  charge_bytes(obj.s.size());  // the method keeps its own copy
+  charge_steps(int64_t(obj.s.size() / 64));
   const std::string s = obj.s;
   auto pred = [&](bool (*f)(uint32_t)) {
     return bound(obj, name, [s, f](Interpreter&, CallArgs&) {
@@ -124,6 +133,7 @@ Value string_method(const Value& obj, const std::string& name, int line) {
   if (name == "find" || name == "rfind" || name == "index" || name == "rindex" || name == "count") {
     return bound(obj, name, [s, name](Interpreter&, CallArgs& a) {
       std::string sub = arg_str(a, 0, "sub");
+      charge_steps(int64_t(s.size() / 16));  // a scan of s
       if (name == "count") {
         if (sub.empty()) return Value::integer(int64_t(pystr::cp_length(s)) + 1);
         int64_t n = 0;
@@ -144,6 +154,7 @@ Value string_method(const Value& obj, const std::string& name, int line) {
       bool first = true;
       for (const Value& v : a.get(0, "iterable").iterate()) {
         if (!v.is_string()) throw TemplateError("str.join: expected str instance, " + v.type_name() + " found", a.line);
+        check_string_size(out.size() + (first ? 0 : s.size()) + v.s.size(), "the result of str.join()");
         out += (first ? "" : s) + v.s;
         first = false;
       }

@@ -7,6 +7,13 @@
 // Statements: if/elif/else, for (unpacking, "if" filter, else), set (names, ns.attr, block),
 // macro, call, filter, break/continue, generation (renders its body). Anything else is an error
 // naming the tag and line.
+//
+// Nesting is bounded (Limits::max_nesting): every recursion of the parser (a bracket, a block, a
+// unary operator, a conditional) counts one level, and every node's syntax-tree depth is checked
+// as it is built, so that neither the parser nor the interpreter can be driven into a stack
+// overflow by `((((...` or by `a.b.b.b...` / `1+1+1...` chains.
+#include <cerrno>
+#include <cstdlib>
 #include <set>
 
 #include "text/jinja_ast.h"
@@ -17,7 +24,7 @@ namespace {
 
 class Parser {
  public:
-  explicit Parser(std::vector<Token> toks) : t_(std::move(toks)) {}
+  Parser(std::vector<Token> toks, int max_nesting) : t_(std::move(toks)), max_nesting_(max_nesting) {}
 
   Body parse_all() {
     std::string stop;
@@ -29,6 +36,39 @@ class Parser {
   std::vector<Token> t_;
   size_t p_ = 0;
   bool soft_ = false;
+  int max_nesting_;
+  int nesting_ = 0;
+
+  // One level of the parser's recursion, for as long as it lives.
+  struct Nest {
+    Parser& p;
+    explicit Nest(Parser& parser) : p(parser) {
+      if (++p.nesting_ > p.max_nesting_) {
+        --p.nesting_;
+        p.fail("nesting limit exceeded: the template nests brackets, blocks or operators deeper than " +
+               std::to_string(p.max_nesting_) + " levels (Limits::max_nesting)");
+      }
+    }
+    ~Nest() { --p.nesting_; }
+    Nest(const Nest&) = delete;
+    Nest& operator=(const Nest&) = delete;
+  };
+
+  // Sets e's depth from its children (now all attached); refuses a tree deeper than the limit.
+  ExprPtr seal(ExprPtr e) {
+    int d = 0;
+    for (const auto& k : e->kids)
+      if (k) d = std::max(d, k->depth);
+    for (const auto& kw : e->kwargs)
+      if (kw.second) d = std::max(d, kw.second->depth);
+    e->depth = d + 1;
+    if (e->depth > max_nesting_)
+      throw TemplateError("nesting limit exceeded: an expression is more than " + std::to_string(max_nesting_) +
+                              " levels deep (Limits::max_nesting); each operator, attribute, subscript, call or "
+                              "filter of a chain is one level",
+                          e->line);
+    return e;
+  }
 
   const Token& cur() const { return t_[p_]; }
   const Token& peek(size_t n = 1) const { return t_[std::min(p_ + n, t_.size() - 1)]; }
@@ -106,6 +146,7 @@ class Parser {
   }
 
   std::unique_ptr<Stmt> parse_statement() {
+    Nest nest(*this);
     auto s = std::make_unique<Stmt>();
     s->line = cur().line;
     std::string tag = expect_name();
@@ -192,6 +233,9 @@ class Parser {
       s->branches.emplace_back(std::move(always), std::move(b));
     } else if (tag == "break" || tag == "continue") {
       s->kind = tag == "break" ? SK::Break : SK::Continue;
+    } else if (tag == "include" || tag == "import" || tag == "from" || tag == "extends") {
+      throw TemplateError("unsupported tag '{% " + tag + " %}': a chat template cannot load other templates "
+                          "(the sandbox has no file system)", s->line);
     } else {
       throw TemplateError("unsupported tag '{% " + tag + " %}'", s->line);
     }
@@ -223,12 +267,13 @@ class Parser {
       if (cur().type == Tok::BlockEnd || cur().type == Tok::VarEnd) break;
       t->kids.push_back(parse_expr());
     }
-    return t;
+    return seal(std::move(t));
   }
 
   ExprPtr parse_expr() { return parse_cond(true); }
 
   ExprPtr parse_cond(bool with_cond) {
+    Nest nest(*this);
     ExprPtr e = parse_or();
     while (with_cond && is_name("if")) {
       ++p_;
@@ -242,7 +287,7 @@ class Parser {
       c->kids.push_back(std::move(e));
       c->kids.push_back(std::move(test));
       c->kids.push_back(std::move(other));
-      e = std::move(c);
+      e = seal(std::move(c));
     }
     return e;
   }
@@ -252,7 +297,7 @@ class Parser {
     e->name = std::move(op);
     e->kids.push_back(std::move(a));
     e->kids.push_back(std::move(b));
-    return e;
+    return seal(std::move(e));
   }
 
   ExprPtr parse_or() {
@@ -267,11 +312,12 @@ class Parser {
   }
   ExprPtr parse_not() {
     if (is_name("not")) {
+      Nest nest(*this);
       auto e = node(EK::Unary, cur().line);
       ++p_;
       e->name = "not";
       e->kids.push_back(parse_not());
-      return e;
+      return seal(std::move(e));
     }
     return parse_compare();
   }
@@ -324,9 +370,11 @@ class Parser {
   ExprPtr parse_unary(bool with_filter) {
     ExprPtr e;
     if (is_op("-") || is_op("+")) {
+      Nest nest(*this);
       e = node(EK::Unary, cur().line);
       e->name = t_[p_++].text;
       e->kids.push_back(parse_unary(false));
+      e = seal(std::move(e));
     } else {
       e = parse_postfix(parse_primary());
     }
@@ -356,7 +404,16 @@ class Parser {
     if (tk.type == Tok::Int || tk.type == Tok::Float) {
       ++p_;
       auto e = node(EK::Literal, line);
-      e->value = tk.type == Tok::Int ? Value::integer(std::stoll(tk.text)) : Value::number(std::stod(tk.text));
+      errno = 0;
+      if (tk.type == Tok::Int) {
+        long long x = std::strtoll(tk.text.c_str(), nullptr, 10);
+        if (errno == ERANGE)
+          fail("integer literal " + tk.text.substr(0, 40) + (tk.text.size() > 40 ? "..." : "") +
+               " does not fit in 64 bits (ggflow's integers are 64-bit)");
+        e->value = Value::integer(x);
+      } else {
+        e->value = Value::number(std::strtod(tk.text.c_str(), nullptr));  // Python: 1e999 is inf, 1e-999 is 0.0
+      }
       return e;
     }
     if (is_op("(")) {
@@ -371,7 +428,7 @@ class Parser {
           if (is_op(")")) break;
           t->kids.push_back(parse_expr());
         }
-        e = std::move(t);
+        e = seal(std::move(t));
       }
       expect_op(")");
       return e;
@@ -385,7 +442,7 @@ class Parser {
         ++p_;
       }
       expect_op("]");
-      return e;
+      return seal(std::move(e));
     }
     if (is_op("{")) {
       ++p_;
@@ -398,7 +455,7 @@ class Parser {
         ++p_;
       }
       expect_op("}");
-      return e;
+      return seal(std::move(e));
     }
     fail("unexpected '" + tk.text + "' in expression");
   }
@@ -429,7 +486,7 @@ class Parser {
         if (cur().type == Tok::Int) a->name = t_[p_++].text;
         else a->name = expect_name();
         a->kids.push_back(std::move(e));
-        e = std::move(a);
+        e = seal(std::move(a));
       } else if (is_op("[")) {
         ++p_;
         ExprPtr parts[3];
@@ -444,12 +501,12 @@ class Parser {
         it->kids.push_back(std::move(e));
         if (!slice && !parts[0]) fail("empty subscript");
         for (int k = 0; k < (slice ? 3 : 1); ++k) it->kids.push_back(std::move(parts[k]));
-        e = std::move(it);
+        e = seal(std::move(it));
       } else if (is_op("(")) {
         auto c = node(EK::Call, line);
         c->kids.push_back(std::move(e));
         parse_call_args(*c);
-        e = std::move(c);
+        e = seal(std::move(c));
       } else {
         return e;
       }
@@ -475,7 +532,7 @@ class Parser {
                      cur().text != "in" && cur().text != "not")) ) {
           t->kids.push_back(parse_postfix(parse_primary()));
         }
-        e = std::move(t);
+        e = seal(std::move(t));
       } else {
         return e;
       }
@@ -494,7 +551,7 @@ class Parser {
       while (is_op(".")) { ++p_; f->name += "." + expect_name(); }
       f->kids.push_back(std::move(subject));
       if (is_op("(")) parse_call_args(*f);
-      subject = std::move(f);
+      subject = seal(std::move(f));
     } while (!single && is_op("|"));
     return subject;
   }
@@ -502,8 +559,11 @@ class Parser {
 
 }  // namespace
 
-std::shared_ptr<Program> parse_template(const std::string& source) {
-  Parser parser(tokenize(source));
+std::shared_ptr<Program> parse_template(const std::string& source, const Limits& limits) {
+  if (source.size() > limits.max_source)
+    throw TemplateError("template size limit exceeded: the template is " + std::to_string(source.size()) +
+                        " bytes, over the limit of " + std::to_string(limits.max_source) + " (Limits::max_source)");
+  Parser parser(tokenize(source), limits.max_nesting);
   auto prog = std::make_shared<Program>();
   prog->body = parser.parse_all();
   return prog;

@@ -2,6 +2,7 @@
 #include "text/jinja_strings.h"
 
 #include <algorithm>
+#include <cstdint>
 
 #include "text/jinja_value.h"
 
@@ -28,6 +29,7 @@ std::vector<std::string> split(const std::string& s, const std::string* sep, lon
     while (maxsplit < 0 || long(out.size()) < maxsplit) {
       size_t k = s.find(*sep, pos);
       if (k == std::string::npos) break;
+      check_list_size(out.size() + 2, "the result of split()");
       out.push_back(s.substr(pos, k - pos));
       pos = k + sep->size();
     }
@@ -47,6 +49,7 @@ std::vector<std::string> split(const std::string& s, const std::string* sep, lon
     }
     size_t b = k;
     while (k < n && !is_py_space(cps[k])) ++k;
+    check_list_size(out.size() + 1, "the result of split()");
     out.push_back(utf8_encode(cps, b, k));
   }
   return out;
@@ -61,6 +64,7 @@ std::vector<std::string> rsplit(const std::string& s, const std::string* sep, lo
     if (end < sep->size()) break;
     size_t k = s.rfind(*sep, end - sep->size());
     if (k == std::string::npos) break;
+    check_list_size(out.size() + 2, "the result of rsplit()");
     out.push_back(s.substr(k + sep->size(), end - k - sep->size()));
     end = k;
   }
@@ -71,6 +75,18 @@ std::vector<std::string> rsplit(const std::string& s, const std::string* sep, lo
 
 std::string replace(const std::string& s, const std::string& from, const std::string& to, long count) {
   std::string out;
+  // The size of the result first: `to` may be large and occur many times.
+  size_t matches = 0;
+  if (from.empty()) {
+    matches = cp_length(s) + 1;
+  } else {
+    for (size_t k = s.find(from); k != std::string::npos; k = s.find(from, k + from.size())) ++matches;
+  }
+  charge_steps(int64_t(s.size() / 64));
+  if (count >= 0) matches = std::min(matches, size_t(count));
+  size_t removed = from.size() * matches;
+  if (matches && to.size() > SIZE_MAX / 2 / matches) check_string_size(SIZE_MAX, "the result of replace()");
+  check_string_size(s.size() - removed + to.size() * matches, "the result of replace()");
   if (from.empty()) {  // Python inserts `to` between every code point
     auto cps = utf8_decode(s);
     long n = 0;
@@ -139,6 +155,7 @@ std::vector<std::string> splitlines(const std::string& s) {
     bool brk = c == '\n' || c == '\r' || c == 0x0b || c == 0x0c || (c >= 0x1c && c <= 0x1e) || c == 0x85 ||
                c == 0x2028 || c == 0x2029;
     if (!brk) continue;
+    check_list_size(out.size() + 1, "the result of splitlines()");
     out.push_back(utf8_encode(cps, b, k));
     if (c == '\r' && k + 1 < cps.size() && cps[k + 1] == '\n') ++k;
     b = k + 1;

@@ -9,11 +9,92 @@
 
 namespace ggflow::jinja {
 
+namespace {
+thread_local Budget* g_budget = nullptr;
+}
+
+Budget* Budget::current() { return g_budget; }
+Budget::Install::Install(Budget& b) : saved_(g_budget) { g_budget = &b; }
+Budget::Install::~Install() { g_budget = saved_; }
+
+void Budget::charge_steps(int64_t n) {
+  steps_ += n;
+  if (steps_ > limits_.max_steps)
+    throw TemplateError("evaluation step limit exceeded: the template took more than " +
+                        std::to_string(limits_.max_steps) + " steps (Limits::max_steps)");
+}
+
+void Budget::charge_bytes(size_t n) {
+  bytes_ += int64_t(std::min<size_t>(n, size_t(INT64_MAX / 2)));
+  if (bytes_ > limits_.max_bytes)
+    throw TemplateError("memory limit exceeded: the template built more than " + std::to_string(limits_.max_bytes) +
+                        " bytes of strings (Limits::max_bytes)");
+}
+
+void charge_steps(int64_t n) {
+  if (g_budget) g_budget->charge_steps(n);
+}
+
+void charge_bytes(size_t n) {
+  if (g_budget && n) g_budget->charge_bytes(n);
+}
+
+void check_string_size(size_t bytes, const char* what) {
+  if (g_budget && bytes > g_budget->limits().max_string)
+    throw TemplateError(std::string("string size limit exceeded: ") + what + " would be " + std::to_string(bytes) +
+                        " bytes, over the limit of " + std::to_string(g_budget->limits().max_string) +
+                        " (Limits::max_string)");
+}
+
+void check_list_size(size_t items, const char* what) {
+  if (g_budget && items > size_t(g_budget->limits().max_items))
+    throw TemplateError(std::string("list size limit exceeded: ") + what + " would have " + std::to_string(items) +
+                        " items, over the limit of " + std::to_string(g_budget->limits().max_items) +
+                        " (Limits::max_items)");
+}
+
+void check_bytes_left(size_t bytes, const char* what) {
+  if (g_budget && int64_t(std::min<size_t>(bytes, size_t(INT64_MAX / 2))) > g_budget->limits().max_bytes - g_budget->bytes())
+    throw TemplateError(std::string("memory limit exceeded: ") + what + " would copy " + std::to_string(bytes) +
+                        " bytes of strings, past the limit of " + std::to_string(g_budget->limits().max_bytes) +
+                        " bytes for a render (Limits::max_bytes)");
+}
+
+void check_value_depth(int depth, const char* what) {
+  if (g_budget && depth > g_budget->limits().max_nesting)
+    throw TemplateError(std::string("nesting limit exceeded: ") + what + " would nest lists/dicts " +
+                        std::to_string(depth) + " deep, over the limit of " +
+                        std::to_string(g_budget->limits().max_nesting) + " (Limits::max_nesting)");
+}
+
+// Steps and bytes of copying `items` (a Value copy copies its string; lists and dicts are shared).
+static void charge_copy(const List& items) {
+  if (!g_budget) return;
+  size_t bytes = 0;
+  for (const Value& x : items) bytes += x.s.size();
+  g_budget->charge_steps(int64_t(items.size()));
+  if (bytes) g_budget->charge_bytes(bytes);
+}
+
 Value Value::make_list(List items) {
+  check_list_size(items.size(), "a list");
+  charge_copy(items);
   Value v;
   v.kind = Kind::List;
+  int d = 0;
+  for (const Value& x : items) d = std::max(d, x.depth());
+  v.list_depth = d + 1;
   v.list = std::make_shared<List>(std::move(items));
   return v;
+}
+
+int Value::depth() const {
+  switch (kind) {
+    case Kind::List: return list_depth;
+    case Kind::Dict: return dict->depth;
+    case Kind::Namespace: return 1;
+    default: return 0;
+  }
 }
 
 Value Value::make_tuple(List items) {
@@ -42,25 +123,35 @@ Value Value::callable(std::string name, std::function<Value(Interpreter&, CallAr
   return v;
 }
 
-Value Value::from_json(const nlohmann::ordered_json& j) {
+static Value from_json_at(const nlohmann::ordered_json& j, int level, int max_depth);
+
+Value Value::from_json(const nlohmann::ordered_json& j, int max_depth) { return from_json_at(j, 0, max_depth); }
+
+static Value from_json_at(const nlohmann::ordered_json& j, int level, int max_depth) {
+  if ((j.is_array() || j.is_object()) && level >= max_depth)
+    throw TemplateError("nesting limit exceeded: an input value (messages, tools or a variable) nests arrays/objects "
+                        "deeper than " + std::to_string(max_depth) + " levels (Limits::max_nesting)");
   switch (j.type()) {
-    case nlohmann::ordered_json::value_t::null: return none();
-    case nlohmann::ordered_json::value_t::boolean: return boolean(j.get<bool>());
-    case nlohmann::ordered_json::value_t::number_integer: return integer(j.get<int64_t>());
-    case nlohmann::ordered_json::value_t::number_unsigned: return integer(int64_t(j.get<uint64_t>()));
-    case nlohmann::ordered_json::value_t::number_float: return number(j.get<double>());
-    case nlohmann::ordered_json::value_t::string: return string(j.get<std::string>());
+    case nlohmann::ordered_json::value_t::null: return Value::none();
+    case nlohmann::ordered_json::value_t::boolean: return Value::boolean(j.get<bool>());
+    case nlohmann::ordered_json::value_t::number_integer: return Value::integer(j.get<int64_t>());
+    case nlohmann::ordered_json::value_t::number_unsigned: {
+      uint64_t u = j.get<uint64_t>();  // beyond int64: a float, as close as a double gets
+      return u > uint64_t(INT64_MAX) ? Value::number(double(u)) : Value::integer(int64_t(u));
+    }
+    case nlohmann::ordered_json::value_t::number_float: return Value::number(j.get<double>());
+    case nlohmann::ordered_json::value_t::string: return Value::string(j.get<std::string>());
     case nlohmann::ordered_json::value_t::array: {
       List items;
-      for (const auto& e : j) items.push_back(from_json(e));
-      return make_list(std::move(items));
+      for (const auto& e : j) items.push_back(from_json_at(e, level + 1, max_depth));
+      return Value::make_list(std::move(items));
     }
     case nlohmann::ordered_json::value_t::object: {
-      Value d = make_dict();
-      for (const auto& [k, e] : j.items()) d.dict->set(k, from_json(e));
+      Value d = Value::make_dict();
+      for (const auto& [k, e] : j.items()) d.dict->set(k, from_json_at(e, level + 1, max_depth));
       return d;
     }
-    default: return none();
+    default: return Value::none();
   }
 }
 
@@ -77,6 +168,7 @@ Value* Dict::find(const std::string& key) {
 }
 
 void Dict::set(const std::string& key, Value v) {
+  depth = std::max(depth, v.depth() + 1);
   if (Value* slot = find(key)) *slot = std::move(v);
   else items.emplace_back(key, std::move(v));
 }
@@ -168,7 +260,11 @@ std::string Value::repr() const {
     case Kind::String: return repr_string(s);
     case Kind::List: {
       std::string out = tuple ? "(" : "[";
-      for (size_t k = 0; k < list->size(); ++k) out += (k ? ", " : "") + (*list)[k].repr();
+      for (size_t k = 0; k < list->size(); ++k) {
+        charge_steps(1);
+        out += (k ? ", " : "") + (*list)[k].repr();
+        check_string_size(out.size(), "the text of a list");
+      }
       if (tuple) return out + (list->size() == 1 ? ",)" : ")");
       return out + "]";
     }
@@ -176,7 +272,9 @@ std::string Value::repr() const {
       std::string out = "{";
       bool first = true;
       for (const auto& [key, v] : dict->items) {
+        charge_steps(1);
         out += (first ? "" : ", ") + key_value(key).repr() + ": " + v.repr();
+        check_string_size(out.size(), "the text of a dict");
         first = false;
       }
       return out + "}";
@@ -222,15 +320,19 @@ std::string Value::type_name() const {
 List Value::iterate() const {
   switch (kind) {
     case Kind::Undefined: return {};
-    case Kind::List: return *list;
+    case Kind::List: charge_copy(*list); return *list;
     case Kind::Dict: {
       List keys;
       for (const auto& kv : dict->items) keys.push_back(key_value(kv.first));
+      charge_copy(keys);
       return keys;
     }
     case Kind::String: {
       List chars;
+      check_list_size(s.size() / 4, "the characters of a string");  // a code point takes 1 to 4 bytes
+      charge_steps(int64_t(s.size()));
       auto cps = utf8_decode(s);
+      check_list_size(cps.size(), "the characters of a string");
       for (size_t k = 0; k < cps.size(); ++k) chars.push_back(string(utf8_encode(cps, k, k + 1)));
       return chars;
     }
@@ -252,6 +354,7 @@ Value key_value(const std::string& k) {
 }
 
 bool equals(const Value& a, const Value& b) {
+  charge_steps(1);
   if (a.is_number() && b.is_number()) {
     if (a.kind == Kind::Float || b.kind == Kind::Float) return a.as_double() == b.as_double();
     return (a.kind == Kind::Bool ? int64_t(a.b) : a.i) == (b.kind == Kind::Bool ? int64_t(b.b) : b.i);
@@ -259,7 +362,7 @@ bool equals(const Value& a, const Value& b) {
   if (a.kind != b.kind) return false;
   switch (a.kind) {
     case Kind::Undefined: case Kind::None: return true;
-    case Kind::String: return a.s == b.s;
+    case Kind::String: charge_steps(int64_t(std::min(a.s.size(), b.s.size()) / 64)); return a.s == b.s;
     case Kind::List: {
       if (a.list->size() != b.list->size()) return false;
       for (size_t k = 0; k < a.list->size(); ++k)
@@ -281,8 +384,12 @@ bool equals(const Value& a, const Value& b) {
 }
 
 bool less(const Value& a, const Value& b, int line) {
+  charge_steps(1);
   if (a.is_number() && b.is_number()) return a.as_double() < b.as_double();
-  if (a.is_string() && b.is_string()) return a.s < b.s;  // UTF-8 byte order == code point order
+  if (a.is_string() && b.is_string()) {  // UTF-8 byte order == code point order
+    charge_steps(int64_t(std::min(a.s.size(), b.s.size()) / 64));
+    return a.s < b.s;
+  }
   if (a.is_list() && b.is_list()) {
     size_t n = std::min(a.list->size(), b.list->size());
     for (size_t k = 0; k < n; ++k) {
@@ -332,8 +439,14 @@ static void json_string(std::string& out, const std::string& s, bool ascii = fal
 
 static void json_dump(std::string& out, const Value& v, const JsonOptions& opt, int level) {
   auto newline = [&](int lvl) {
-    if (opt.indent >= 0) out += "\n" + std::string(size_t(opt.indent * lvl), ' ');
+    if (opt.indent < 0) return;
+    size_t n = size_t(opt.indent) * size_t(lvl);
+    check_string_size(out.size() + 1 + n, "the JSON text");
+    out += '\n';
+    out.append(n, ' ');
   };
+  charge_steps(1);
+  check_string_size(out.size(), "the JSON text");
   switch (v.kind) {
     case Kind::None: out += "null"; return;
     case Kind::Bool: out += v.b ? "true" : "false"; return;
@@ -343,7 +456,10 @@ static void json_dump(std::string& out, const Value& v, const JsonOptions& opt, 
       else if (std::isinf(v.f)) out += v.f > 0 ? "Infinity" : "-Infinity";
       else out += format_float(v.f);
       return;
-    case Kind::String: json_string(out, v.s, opt.ensure_ascii); return;
+    case Kind::String:
+      json_string(out, v.s, opt.ensure_ascii);
+      check_string_size(out.size(), "the JSON text");
+      return;
     case Kind::List: {
       if (v.generator) throw TemplateError("Object of type generator is not JSON serializable");
       if (v.list->empty()) { out += "[]"; return; }
@@ -387,6 +503,7 @@ std::string to_json(const Value& v, const JsonOptions& opt) {
 }
 
 std::vector<uint32_t> utf8_decode(const std::string& s) {
+  charge_steps(int64_t(s.size() / 8));  // the string methods' per-character work goes through here
   std::vector<uint32_t> cps;
   cps.reserve(s.size());
   for (size_t k = 0; k < s.size();) {

@@ -1,6 +1,7 @@
 // Log-probabilities of one step's distribution, as the OpenAI API reports them (`logprobs`,
 // `top_logprobs`): the log-softmax of the model's raw logits row, before any sampling adjustment
-// (logit_bias, penalties, temperature, truncation), computed in float64.
+// (logit_bias, penalties, temperature, truncation), computed in float64. A NaN logit counts as
+// -inf (log-probability -inf, listed after every other token).
 #pragma once
 
 #include <cstdint>

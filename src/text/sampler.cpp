@@ -49,6 +49,10 @@ void Sampler::accept(int32_t token) { ++generated_counts_[token]; }
 int32_t Sampler::sample(std::span<const float> logits) {
   const size_t n = logits.size();
   work_.assign(logits.begin(), logits.end());  // f64 [n_vocab]
+  // A NaN logit (a damaged model's row) counts as -inf: it would break the ordering of every
+  // step below (and std::sort's preconditions), and such a token is never worth choosing.
+  for (double& x : work_)
+    if (std::isnan(x)) x = -INFINITY;
   // 1. logit_bias
   for (const auto& [tok, bias] : p_.logit_bias)
     if (size_t(tok) < n) work_[size_t(tok)] += bias;

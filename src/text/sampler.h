@@ -13,6 +13,7 @@
 //   8. min-p               drop tokens with p < min_p * p_max; renormalize
 //   9. draw                u in [0, 1) from the request's own std::mt19937_64 (53 high bits of one
 //                          draw), walk the cumulative distribution in the order of step 7
+// A NaN logit counts as -inf (never chosen while another token is possible).
 // The generator is per request and seeded from `seed` (or from std::random_device when absent):
 // the same seed and the same logits give the same tokens whatever else runs in the process.
 // Stopping (stop ids, stop strings, max_tokens) lives in sampler_stop.h.

@@ -27,6 +27,14 @@ std::string escape_spaces(std::string_view s, bool prefix) {
   return out;
 }
 
+// The value of a hex digit, or -1.
+int hex(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  return -1;
+}
+
 std::string unescape_spaces(std::string_view s) {
   std::string out;
   out.reserve(s.size());
@@ -215,10 +223,13 @@ Result<std::string> Tokenizer::piece(int32_t id, bool render_special) const {
       return render_special ? text : std::string(kReplacement);
     case TokenType::UserDefined:
       return text;
-    case TokenType::Byte:
-      if (text.size() == 6 && text.starts_with("<0x") && text.back() == '>')
-        return std::string(1, static_cast<char>(std::stoi(text.substr(3, 2), nullptr, 16)));
+    case TokenType::Byte: {
+      // "<0xNN>" is the byte NN; a byte token whose text is anything else (a damaged vocabulary:
+      // "<0xZZ>") decodes to its text, like a normal token.
+      if (text.size() == 6 && text.starts_with("<0x") && text.back() == '>' && hex(text[3]) >= 0 && hex(text[4]) >= 0)
+        return std::string(1, static_cast<char>(hex(text[3]) * 16 + hex(text[4])));
       return text;
+    }
     default:
       return m.kind == VocabKind::ByteBpe ? byte_level_decode(text) : unescape_spaces(text);
   }

@@ -12,7 +12,9 @@
 //
 // Documented replacements: invalid UTF-8 input bytes -> U+FFFD each (EncodeOptions::strict_utf8
 // turns this into an error); an unknown token decodes to U+FFFD; decoding an id outside the
-// vocabulary is an error. Inputs above kMaxInputBytes (1 GiB) are refused.
+// vocabulary is an error. A byte-level BPE vocabulary without a token for some byte (SmolLM2's has
+// none for 04 06 13 14 16 1D F1 F2, nor for bytes that never occur in UTF-8) drops that byte where
+// no merged token covers it, as llama.cpp does: such text does not round-trip. Inputs above kMaxInputBytes (1 GiB) are refused.
 // Cost: ~linear in the input (BPE/SPM merges are O(n log n) per word or fragment); a 10 MB text
 // takes ~1-3 s, the worst case (one 10 MB word, e.g. only spaces, through byte-level BPE) ~9 s.
 // Not implemented: per-token lstrip/rstrip (GGUF does not store them), clean_up_tokenization_spaces.

@@ -99,6 +99,9 @@ TEST_F(Parse, EachInvalidFieldIsNamedWithItsCode) {
       {R"("max_tokens": 0)", "max_tokens", "invalid_value"},
       {R"("max_tokens": 9223372036854775808)", "max_tokens", "invalid_value"},
       {R"("max_tokens": 100000)", "max_tokens", "context_length_exceeded"},
+      // prompt + max_tokens overflowed int64 in the context check (fuzz/regressions/fuzz_request/)
+      {R"("max_tokens": 9223372036854775807)", "max_tokens", "context_length_exceeded"},
+      {R"("max_completion_tokens": 9223372036854775800)", "max_tokens", "context_length_exceeded"},
       {R"("n": 17)", "n", "invalid_value"},
       {R"("stream": "yes")", "stream", "invalid_type"},
       {R"("stream_options": {"include_usage": true})", "stream_options", "invalid_value"},

@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 
+#include "text/logprobs.h"
 #include "text/sampler.h"
 #include "text/sampler_stop.h"
 
@@ -216,6 +217,38 @@ TEST(Sampler, SameSeedSameTokensWhateverElseRuns) {
   std::vector<int32_t> tc;
   for (int k = 0; k < 200; ++k) tc.push_back(c.sample(l));
   EXPECT_NE(ta, tc);
+}
+
+// A NaN logit (a damaged model's row) counts as -inf in the sampler and the log-probabilities:
+// never chosen while another token is possible, listed last, and it leaves the other tokens'
+// log-probabilities finite and ordered (fuzz/regressions/fuzz_sampler/: one NaN made every
+// log-probability NaN and the top tokens' order arbitrary).
+TEST(Sampler, NanLogitCountsAsMinusInfinity) {
+  const float nan = std::nanf("");
+  const std::vector<float> l = {nan, 1.0f, -INFINITY, 3.0f, nan, 3.0f, 0.5f, -INFINITY};
+  SamplingParams greedy;
+  greedy.temperature = 0;
+  EXPECT_EQ(Sampler(greedy).sample(l), 3);
+  for (int top_k : {0, 2}) {
+    SamplingParams p;
+    p.top_k = top_k;
+    p.temperature = 1.5;
+    EXPECT_EQ(support(p, l), (top_k == 2 ? std::set<int32_t>{3, 5} : std::set<int32_t>{1, 3, 5, 6})) << top_k;
+  }
+  SamplingParams all_nan;
+  all_nan.seed = 1;
+  EXPECT_EQ(Sampler(all_nan).sample(std::vector<float>(5, nan)), 0);
+
+  auto lp = ggflow::text::step_logprobs(l, 4, 8);
+  EXPECT_EQ(lp.chosen.token, 4);
+  EXPECT_EQ(lp.chosen.logprob, -INFINITY);
+  std::vector<int32_t> order;
+  for (const auto& t : lp.top) order.push_back(t.token);
+  EXPECT_EQ(order, (std::vector<int32_t>{3, 5, 1, 6, 0, 2, 4, 7}));
+  const double log_z = 3.0 + std::log(2.0 + std::exp(-2.0) + std::exp(-2.5));
+  EXPECT_NEAR(lp.top[0].logprob, 3.0 - log_z, 1e-12);
+  EXPECT_NEAR(lp.top[3].logprob, 0.5 - log_z, 1e-12);
+  for (size_t i = 4; i < lp.top.size(); ++i) EXPECT_EQ(lp.top[i].logprob, -INFINITY) << i;
 }
 
 TEST(StopStrings, MatchesAcrossTokenBoundariesAndNeverEmitsTheStop) {

@@ -190,6 +190,24 @@ TEST(TokenizerDecode, OutOfRangeIdsAreErrors) {
   EXPECT_FALSE(s.push(-7));
 }
 
+// A byte token whose text is not <0xNN> (a damaged vocabulary) decodes to its text; it threw
+// from std::stoi and aborted (fuzz/regressions/fuzz_gguf_graph/byte-token-not-hex-threw-from-stoi.gguf).
+TEST(TokenizerDecode, ByteTokenThatIsNotHexDecodesToItsText) {
+  auto v = spm();
+  for (const char* bad : {"<0xZZ>", "<0x-1>", "<0x 5>", "<0x4>"}) {
+    v.tokens.push_back(bad);
+    v.scores.push_back(0);
+    v.types.push_back(static_cast<int32_t>(TokenType::Byte));
+  }
+  auto t = Tokenizer::create(v);
+  ASSERT_TRUE(t) << t.error().str();
+  const int32_t n = t->n_vocab();
+  const int32_t ids[] = {3 + 0x41, 3 + 0xfe, n - 4, n - 3, n - 2, n - 1};
+  auto r = t->decode(ids);
+  ASSERT_TRUE(r) << r.error().str();
+  EXPECT_EQ(*r, "A\xFE<0xZZ><0x-1><0x 5><0x4>");
+}
+
 TEST(TokenizerStream, NeverEmitsHalfACharacter) {
   auto t = Tokenizer::create(spm());
   ASSERT_TRUE(t);
