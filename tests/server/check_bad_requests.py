@@ -16,7 +16,6 @@ normal request, /health and an idle /metrics.
 Exit 0 when all pass, 1 otherwise (listing the failures), 77 when the model is missing (unless
 GGFLOW_REQUIRE_MODELS=1).
 """
-import argparse
 import http.client
 import json
 import select
@@ -29,7 +28,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 sys.path.insert(0, str(HERE))
 from server_util import (DEFAULT_MODEL, Checker, Server, TEST_FLAGS, eos_id, idle_detail,  # noqa: E402
-                         require_model, served_name, set_log_dir)
+                         require_model, setup, served_name, set_log_dir)
 
 CHAT, COMPL = "/v1/chat/completions", "/v1/completions"
 JSON_CT = {"Content-Type": "application/json"}
@@ -653,15 +652,7 @@ def check_after(c, srv, what):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--ggflow", default=str(ROOT / "build" / "ggflow"))
-    ap.add_argument("--model", default=str(ROOT / DEFAULT_MODEL))
-    ap.add_argument("--out-dir", help="keep the servers' logs here")
-    args = ap.parse_args()
-    set_log_dir(args.out_dir)
-    model = str(require_model(args.model))
-    ggflow = str(Path(args.ggflow).resolve())
-    name = served_name(model)
+    ggflow, model, name = setup(__doc__)
     t0 = time.monotonic()
 
     c = Checker()

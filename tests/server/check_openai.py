@@ -17,7 +17,6 @@ One line per check (`ok` / `FAIL`); exit 0 when all pass, 1 otherwise, 77 when t
   [DONE], the process exits 0; past --shutdown-timeout a running stream and a waiting request
   end with finish_reason cancelled.
 """
-import argparse
 import json
 import os
 import re
@@ -33,7 +32,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 sys.path.insert(0, str(HERE))
 from server_util import (DEFAULT_MODEL, SKIP_RC, Checker, Server, TEST_FLAGS, eos_id, idle_detail,  # noqa: E402
-                         require_model, run_ggflow, served_name, set_log_dir, sse_events)
+                         require_model, setup, run_ggflow, served_name, set_log_dir, sse_events)
 
 # Loopback only: never let a proxy from the environment see these requests.
 os.environ["NO_PROXY"] = os.environ["no_proxy"] = "127.0.0.1,localhost"
@@ -766,15 +765,7 @@ def check_sigterm(srv, ggflow, model, name):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--ggflow", default=str(ROOT / "build" / "ggflow"))
-    ap.add_argument("--model", default=str(ROOT / DEFAULT_MODEL))
-    ap.add_argument("--out-dir", help="keep the servers' logs here")
-    args = ap.parse_args()
-    set_log_dir(args.out_dir)
-    model = str(require_model(args.model))
-    ggflow = str(Path(args.ggflow).resolve())
-    name = served_name(model)
+    ggflow, model, name = setup(__doc__)
     t_start = time.monotonic()
 
     flags = TEST_FLAGS + ["--shutdown-timeout", "2"]

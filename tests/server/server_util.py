@@ -53,6 +53,21 @@ def served_name(model):
     return name[:-5] if name.endswith(".gguf") else name
 
 
+def setup(doc):
+    """The command line every check program shares (--ggflow, --model, --out-dir): keeps the logs
+    where asked, skips without the model; returns (ggflow path, model path, served name)."""
+    import argparse
+    root = Path(__file__).resolve().parents[2]
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--ggflow", default=str(root / "build" / "ggflow"))
+    ap.add_argument("--model", default=str(root / DEFAULT_MODEL))
+    ap.add_argument("--out-dir", help="keep the servers' logs here")
+    args = ap.parse_args()
+    set_log_dir(args.out_dir)
+    model = str(require_model(args.model))
+    return str(Path(args.ggflow).resolve()), model, served_name(model)
+
+
 def run_ggflow(args, timeout=120):
     """Runs a `ggflow` command; its stdout (text). Raises with stderr's tail on a non-zero exit."""
     r = subprocess.run([str(a) for a in args], capture_output=True, timeout=timeout)
