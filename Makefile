@@ -23,9 +23,13 @@ run: build
 serve: build
 	@$(BUILD)/ggflow serve -m $(MODEL) $(SERVE_ARGS)
 
+# The whole suite, then every fuzz target for FUZZ_TEST_SECONDS, then both sanitizer builds on
+# their subsets (scripts/sanitize.sh): any failure, crash or sanitizer report fails.
 test: build
 	@ctest --test-dir $(BUILD) -j$(JOBS) --output-on-failure
 	@FUZZ_SECONDS=$(FUZZ_TEST_SECONDS) FUZZ_JOBS=$(JOBS) FUZZ_TARGETS="$(FUZZ_TARGETS)" scripts/fuzz.sh
+	@JOBS=$(JOBS) scripts/sanitize.sh address
+	@JOBS=$(JOBS) scripts/sanitize.sh thread
 
 # The sanitizer builds alone (scripts/sanitize.sh lists what each runs).
 test-asan: setup

@@ -11,7 +11,8 @@ llama.cpp's own argmax back. The output JSON (tests/conformance/goldens/<name>.j
                   between the top two logits, and a summary of the full row (mean, std, an xxhash
                   of the f32 bytes: informational, the row itself is not committed)
   full[i]         the whole row, only for small vocabularies (stories260K, 512 tokens)
-  greedy          (stories260K) the 32-token greedy continuation after the prompt
+  greedy          (stories260K, the family models) the greedy continuation after the prompt,
+  greedy_margins  with llama.cpp's top-2 margin at each step
 
 llama.cpp settings: n_threads=2, n_ctx=256, f32 K/V cache (type_k = type_v = 0), flash attention
 off, so that the only numeric difference to ggflow's reference evaluator is llama.cpp's own
@@ -21,9 +22,11 @@ weights, and to f16 for f16 weights; the evaluator computes in f32).
 Needs llama-cpp-python (not in .venv): run with /tmp/oracle-venv/bin/python or any venv that has
 `pip install llama-cpp-python numpy`.
 
-usage: gen_model_goldens.py [--only NAME] [--qwen2 PATH]
+usage: gen_model_goldens.py [--only NAME] [--qwen2 PATH] [--families DIR]
   the synthetic qwen2 file is written first by python/make_synthetic_qwen2.py (default path
   build-fe/synthetic-qwen2.gguf).
+  --families DIR: also the small per-family models that python/make_family_models.py wrote into
+  DIR (goldens family-<name>-<type>.json, e.g. family-phi3-q8_0.json; 16 greedy tokens each).
 """
 import argparse
 import hashlib
@@ -63,14 +66,27 @@ def row_summary(row):
     }
 
 
-def make_llm(path):
+def plain_buffers():
+    """Model parameters with llama.cpp's extra buffer types off (the repacked / AMX weight layouts):
+    llama-cpp-python 0.3.36's repacked Q8_0 path crashes (SIGSEGV) on the family models' 64-wide
+    matrices; the plain ggml-cpu kernels compute the same function. Used for the family models."""
+    p = ORIG_DEFAULT_PARAMS()
+    p.use_extra_bufts = False
+    return p
+
+
+ORIG_DEFAULT_PARAMS = llama_cpp.llama_model_default_params
+
+
+def make_llm(path, plain=False):
+    llama_cpp.llama_cpp.llama_model_default_params = plain_buffers if plain else ORIG_DEFAULT_PARAMS
     return llama_cpp.Llama(model_path=path, n_ctx=256, n_batch=256, n_ubatch=256, n_threads=2,
                            n_threads_batch=2, logits_all=True, type_k=0, type_v=0,
                            flash_attn=False, seed=0, verbose=False)
 
 
 def generate(name, path, text, add_bos, n_decode, n_greedy):
-    llm = make_llm(path)
+    llm = make_llm(path, plain=name.startswith("family-"))
     prompt = llm.tokenize(text.encode(), add_bos=add_bos, special=False)
     n_vocab = llm.n_vocab()
     llm.reset()
@@ -84,8 +100,9 @@ def generate(name, path, text, add_bos, n_decode, n_greedy):
         rows.append(np.array(llm.scores[len(tokens) - 1], dtype=np.float32))
     out = {
         "model": name,
-        "file": os.path.relpath(path, ROOT),
-        "oracle": f"llama-cpp-python {llama_cpp.__version__}, n_threads=2, f32 KV cache, flash_attn off",
+        "file": ("<families>/" + os.path.basename(path)) if name.startswith("family-") else os.path.relpath(path, ROOT),
+        "oracle": f"llama-cpp-python {llama_cpp.__version__}, n_threads=2, f32 KV cache, flash_attn off"
+                  + (", extra buffer types off" if name.startswith("family-") else ""),
         "prompt_text": text,
         "n_vocab": n_vocab,
         "n_prompt": len(prompt),
@@ -100,12 +117,16 @@ def generate(name, path, text, add_bos, n_decode, n_greedy):
         llm.eval(prompt)
         greedy = []
         last = np.array(llm.scores[len(prompt) - 1], dtype=np.float32)
+        margins = []
         for _ in range(n_greedy):
             nxt = int(np.argmax(last))
+            top2 = np.sort(last)[-2:]
+            margins.append(float(top2[1] - top2[0]))
             greedy.append(nxt)
             llm.eval([nxt])
             last = np.array(llm.scores[len(prompt) + len(greedy) - 1], dtype=np.float32)
         out["greedy"] = greedy
+        out["greedy_margins"] = margins  # llama.cpp's top-2 margin at each greedy step
     return out
 
 
@@ -113,7 +134,14 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--only", action="append")
     ap.add_argument("--qwen2", help="path of the synthetic qwen2 gguf")
+    ap.add_argument("--families", help="directory of python/make_family_models.py's models")
     a = ap.parse_args()
+    if a.families:
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        import make_family_models
+        for name in make_family_models.model_names():
+            MODELS["family-" + name] = (os.path.join(a.families, name + ".gguf"),
+                                        "Hello world, this is a test of the model family", True, 3, 16)
     if a.qwen2:
         MODELS["qwen2-synthetic"] = (a.qwen2,) + MODELS["qwen2-synthetic"][1:]
     os.makedirs(OUT_DIR, exist_ok=True)

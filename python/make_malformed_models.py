@@ -249,7 +249,7 @@ def cases():
         m.set_block_f16("blk.2.attn_v.weight", 0, 0, F16_POS_INF)     # block_q4_0.d
 
     # ---- architecture, RoPE ----
-    @case("unknown_architecture", "unsupported architecture 'mamba' (general.architecture); supported: llama, qwen2, gemma3")
+    @case("unknown_architecture", "unsupported architecture 'mamba' (general.architecture); supported: llama, qwen2, qwen3, phi3, gemma2, gemma3")
     def _(m):
         m.set("general.architecture", "mamba")
 
@@ -260,6 +260,26 @@ def cases():
     @case("architecture_wrong_type", "metadata key 'general.architecture' has type u32, expected string")
     def _(m):
         m.set("general.architecture", 1, VT.UINT32)
+
+    @case("unknown_arch_key", "metadata key 'llama.expert_count' is not one ggflow reads for architecture 'llama'")
+    def _(m):  # a mixture of experts would be run as a dense model: refused instead
+        m.set(A + "expert_count", 8, VT.UINT32)
+
+    @case("unused_tensor", "tensor 'blk.0.attn_q.bias' is in the file but architecture 'llama' does not use it")
+    def _(m):  # never silently dropped: the logits would differ from what the file means
+        m.tensors["blk.0.attn_q.bias"] = np.zeros(64, dtype=np.float32)
+
+    @case("valid_rope_freqs", "")
+    def _(m):  # Llama 3's frequency factors, one per rotated pair (head size 8: 4)
+        m.tensors["rope_freqs.weight"] = np.array([1.0, 1.5, 2.0, 8.0], dtype=np.float32)
+
+    @case("rope_freqs_wrong_length", "tensor 'rope_freqs.weight' has shape [3], architecture 'llama' needs [4]")
+    def _(m):
+        m.tensors["rope_freqs.weight"] = np.array([1.0, 1.5, 2.0], dtype=np.float32)
+
+    @case("valid_sliding_window", "")
+    def _(m):  # mistral: a window on every layer
+        m.set(A + "attention.sliding_window", 4, VT.UINT32)
 
     @case("unknown_rope_scaling_type", "unknown RoPE scaling type 'bogus' (metadata key 'llama.rope.scaling.type')")
     def _(m):

@@ -1,6 +1,6 @@
 // The native .gguf graph builder: one generic dense-transformer builder (transformer.cpp) that
 // turns a GGUF file into a GgmlGraph, with the per-architecture differences read from metadata
-// (hparams.h). The graph follows llama.cpp's graphs for the same architectures op for op.
+// (hparams.h) and the architecture table (arch.cpp). The graph follows llama.cpp's graphs for the same architectures op for op.
 //
 // The graph's inputs and outputs are a contract shared with the raw runner and the layout
 // adaptation passes (DESIGN.md section 3). Shapes in GGML order (innermost first); T tokens of
@@ -11,7 +11,7 @@
 //   inp_out_ids         i32 [O]             rows that need logits (llama.cpp's inp_out_ids)
 //   self_kv_idxs        i64 [T]             cache row written by each token (llama.cpp's k_idxs/v_idxs)
 //   self_kq_mask        f32 [KV, T]         additive causal mask (0 or -inf)
-//   self_kq_mask_swa    f32 [KV, T]         the same with the sliding window (gemma3 only)
+//   self_kq_mask_swa    f32 [KV, T]         the same with the sliding window (models with sliding layers)
 //   cache_k_lN          f32 [n_embd_kv, KV] layer N's keys, rows 0..KV-1 (the runner owns them)
 //   cache_v_lN          f32 [n_embd_kv, KV]
 // outputs:
@@ -31,6 +31,9 @@ namespace ggflow::builder {
 
 struct BuildOptions {
   bool flash_attn = true;   // FLASH_ATTN_EXT; false: MUL_MAT + SOFT_MAX + MUL_MAT as llama.cpp without -fa
+  // The context the model will run with, where the graph depends on it: a phi3 LongRoPE file takes
+  // its long factors beyond rope.scaling.original_context_length (as llama.cpp); 0: within it.
+  int64_t n_ctx = 0;
 };
 
 struct BuiltModel {
@@ -38,8 +41,8 @@ struct BuiltModel {
   frontend::GgmlGraph graph;
 };
 
-// Errors: unsupported architecture, a missing metadata key or tensor (named), a tensor whose
-// shape does not fit the hyper-parameters.
+// Errors: unsupported architecture, a missing or unknown metadata key or tensor (named), a tensor
+// whose shape does not fit the hyper-parameters, a tensor the architecture does not use.
 Result<BuiltModel> build(const gguf::File& file, const BuildOptions& opt = {});
 
 // Names of the per-layer cache inputs and outputs.

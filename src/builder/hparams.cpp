@@ -1,5 +1,5 @@
-// The architecture table and the metadata reader. To support another dense architecture, add
-// its ArchTraits entry below and, if it has a new kind of block, a branch in transformer.cpp.
+// The metadata reader: the common hyper-parameters, then each family's own keys (arch.cpp lists
+// which family reads which).
 #include "builder/hparams.h"
 
 #include <algorithm>
@@ -8,37 +8,6 @@
 namespace ggflow::builder {
 
 namespace {
-
-ArchTraits llama_traits() {
-  ArchTraits t;
-  t.name = "llama";
-  return t;
-}
-ArchTraits qwen2_traits() {
-  ArchTraits t;
-  t.name = "qwen2";
-  t.qkv_bias = true;
-  t.rope_neox = true;
-  return t;
-}
-ArchTraits gemma3_traits() {  // llama.cpp src/models/gemma3.cpp
-  ArchTraits t;
-  t.name = "gemma3";
-  t.qk_norm = true;
-  t.sandwich_norms = true;
-  t.embed_scale = true;
-  t.q_scale_in_graph = true;
-  t.rope_neox = true;
-  t.ffn_act = FfnAct::gelu_tanh;
-  t.swa_pattern = 6;
-  t.rope_base_swa = 10000.0f;
-  return t;
-}
-
-const std::vector<ArchTraits>& table() {
-  static const std::vector<ArchTraits> t{llama_traits(), qwen2_traits(), gemma3_traits()};
-  return t;
-}
 
 const std::string kBrokenFile = "the file is damaged or was written by a broken converter; re-download or re-convert it";
 
@@ -117,19 +86,98 @@ Status check_vocab(const gguf::File& f, const std::string& p, HParams& h) {
   return {};
 }
 
-}  // namespace
-
-const ArchTraits* find_arch(std::string_view name) {
-  for (const auto& t : table())
-    if (t.name == name) return &t;
-  return nullptr;
-}
-
-std::string supported_archs() {
+// All keys the architecture reads, for the error on an unknown one.
+std::string known_keys(const ArchTraits& t) {
   std::string s;
-  for (const auto& t : table()) s += (s.empty() ? "" : ", ") + t.name;
+  for (const auto& k : common_keys()) s += (s.empty() ? "" : ", ") + k;
+  for (const auto& k : t.keys) s += ", " + k;
   return s;
 }
+
+// rope.scaling.*: linear (and phi3's longrope, whose factors are tensors) scale positions by
+// 1/factor; original_context_length chooses phi3's long or short factors; attn_factor multiplies
+// cos and sin.
+Status read_rope_scaling(const gguf::File& f, const std::string& p, const ArchTraits& arch, HParams& h) {
+  h.n_ctx_orig = h.n_ctx_train;
+  if (f.has(p + "rope.scaling.original_context_length")) {
+    uint32_t u = 0;
+    if (auto s = need(f, p + "rope.scaling.original_context_length", u); !s) return s.error();
+    h.n_ctx_orig = u;
+  }
+  if (auto s = maybe(f, p + "rope.scaling.attn_factor", h.rope_attn_factor); !s) return s.error();
+  if (!std::isfinite(h.rope_attn_factor) || h.rope_attn_factor <= 0)
+    return make_error("metadata key '" + p + "rope.scaling.attn_factor' = " + std::to_string(h.rope_attn_factor) +
+                          ": the RoPE attention factor must be a finite number > 0",
+                      kBrokenFile);
+  if (!f.has(p + "rope.scaling.type")) return {};
+  const std::string key = p + "rope.scaling.type";
+  std::string ty;
+  if (auto s = need(f, key, ty); !s) return s.error();
+  float factor = 0.0f;
+  if (auto s = maybe(f, p + "rope.scaling.factor", factor); !s) return s.error();
+  const bool longrope_ok = ty == "longrope" && arch.rope_long_short;
+  if (ty == "linear" || longrope_ok) {
+    if (!std::isfinite(factor) || factor < 0)
+      return make_error("metadata key '" + p + "rope.scaling.factor' = " + std::to_string(factor) +
+                            ": the RoPE scaling factor must be a finite number >= 0 (0: no scaling)",
+                        kBrokenFile);
+    if (factor > 0) h.rope_scale = 1.0f / factor;
+  } else if (ty == "yarn" || ty == "longrope") {
+    return make_error("RoPE scaling '" + ty + "' (metadata key '" + key + "') is not supported for architecture '" + arch.name + "'",
+                      "ggflow supports the RoPE scaling types none and linear (and longrope for phi3)");
+  } else if (ty != "none") {
+    return make_error("unknown RoPE scaling type '" + ty + "' (metadata key '" + key + "')",
+                      "GGUF defines none, linear, yarn and longrope; ggflow supports none and linear (and longrope for phi3)");
+  }
+  return {};
+}
+
+// Which layers slide and over how many tokens (ArchTraits::swa), and their RoPE base.
+Status read_sliding_window(const gguf::File& f, const std::string& p, const ArchTraits& arch, HParams& h) {
+  h.swa_layers.assign(h.n_layer, false);
+  if (arch.swa == SwaKind::none) return {};
+  const std::string key = p + "attention.sliding_window";
+  uint32_t u = 0;
+  h.n_swa = arch.swa_default;  // gemma2: 4096 without the key; gemma3 needs it; mistral: no key, no window
+  if (f.has(key) || (arch.swa == SwaKind::pattern && arch.swa_default == 0)) {
+    if (auto s = need(f, key, u); !s) return s.error();
+    h.n_swa = u;
+  }
+  if (arch.swa == SwaKind::all) {  // mistral: 0 or no key means full attention
+    for (int64_t il = 0; il < h.n_layer; ++il) h.swa_layers[il] = h.n_swa > 0;
+  } else {
+    if (h.n_swa <= 0)
+      return make_error("metadata key '" + key + "' = " + std::to_string(h.n_swa) +
+                            ": the sliding window must hold at least one token",
+                        kBrokenFile);
+    int pattern = arch.swa_pattern;
+    if (f.has(p + "attention.sliding_window_pattern")) {
+      if (auto s = need(f, p + "attention.sliding_window_pattern", u); !s) return s.error();
+      pattern = static_cast<int>(u);
+    }
+    // llama.cpp set_swa_pattern(n): layer il slides unless il % n == n - 1
+    for (int64_t il = 0; il < h.n_layer; ++il) h.swa_layers[il] = pattern > 0 && (il % pattern) < pattern - 1;
+  }
+  h.rope_base_swa = arch.rope_base_swa > 0 ? arch.rope_base_swa : h.rope_base;
+  if (auto s = maybe(f, p + "rope.freq_base_swa", h.rope_base_swa); !s) return s.error();
+  if (!std::isfinite(h.rope_base_swa) || h.rope_base_swa <= 0)
+    return make_error("metadata key '" + p + "rope.freq_base_swa' = " + std::to_string(h.rope_base_swa) +
+                          ": the RoPE base frequency must be a finite number > 0",
+                      kBrokenFile);
+  return {};
+}
+
+// A soft-cap (cap·tanh(x / cap)): the key's value, or `dflt` without it; 0 switches it off.
+Status read_softcap(const gguf::File& f, const std::string& key, float dflt, float& out) {
+  out = dflt;
+  if (auto s = maybe(f, key, out); !s) return s.error();
+  if (!std::isfinite(out) || out < 0)
+    return make_error("metadata key '" + key + "' = " + std::to_string(out) + ": a soft-cap must be a finite number >= 0 (0: off)",
+                      kBrokenFile);
+  return {};
+}
+
+}  // namespace
 
 Result<HParams> read_hparams(const gguf::File& f) {
   const gguf::Value* av = f.find("general.architecture");
@@ -146,6 +194,10 @@ Result<HParams> read_hparams(const gguf::File& f) {
   HParams h;
   h.arch = *traits;
   const std::string p = arch + ".";
+  if (std::string k = unknown_key(f, *traits); !k.empty())
+    return make_error("metadata key '" + k + "' is not one ggflow reads for architecture '" + arch +
+                          "': it may change the model (experts, YaRN, ALiBi, ...), so the file is refused rather than run wrong",
+                      "ggflow reads " + p + "{" + known_keys(*traits) + "}; remove the key if it does not change the model");
   uint32_t u = 0;
   // A count that must be at least 1, with the key named when it is not.
   auto positive = [&](const std::string& key, int64_t v, const std::string& why) -> Status {
@@ -224,41 +276,19 @@ Result<HParams> read_hparams(const gguf::File& f) {
     return make_error("metadata key '" + p + "rope.freq_base' = " + std::to_string(h.rope_base) +
                           ": the RoPE base frequency must be a finite number > 0",
                       kBrokenFile);
-  if (f.has(p + "rope.scaling.type")) {
-    const std::string key = p + "rope.scaling.type";
-    std::string ty;
-    if (auto s = need(f, key, ty); !s) return s.error();
-    float factor = 0.0f;
-    if (auto s = maybe(f, p + "rope.scaling.factor", factor); !s) return s.error();
-    if (ty == "linear") {
-      if (!std::isfinite(factor) || factor < 0)
-        return make_error("metadata key '" + p + "rope.scaling.factor' = " + std::to_string(factor) +
-                              ": the linear RoPE scaling factor must be a finite number >= 0 (0: no scaling)",
-                          kBrokenFile);
-      if (factor > 0) h.rope_scale = 1.0f / factor;
-    } else if (ty == "yarn" || ty == "longrope") {
-      return make_error("RoPE scaling '" + ty + "' (metadata key '" + key + "') is not supported",
-                        "ggflow supports the RoPE scaling types none and linear");
-    } else if (ty != "none") {
-      return make_error("unknown RoPE scaling type '" + ty + "' (metadata key '" + key + "')",
-                        "GGUF defines none, linear, yarn and longrope; ggflow supports none and linear");
-    }
-  }
+  if (auto s = read_rope_scaling(f, p, *traits, h); !s) return s.error();
   if (auto s = check_vocab(f, p, h); !s) return s.error();
-  h.swa_layers.assign(h.n_layer, false);
-  if (traits->swa_pattern) {
-    if (auto s = need(f, p + "attention.sliding_window", u); !s) return s.error();
-    h.n_swa = u;
-    if (auto s = positive("attention.sliding_window", h.n_swa, "the sliding window must hold at least one token"); !s) return s.error();
-    int pattern = traits->swa_pattern;
-    if (f.has(p + "attention.sliding_window_pattern")) {
-      if (auto s = need(f, p + "attention.sliding_window_pattern", u); !s) return s.error();
-      pattern = static_cast<int>(u);
-    }
-    // llama.cpp set_swa_pattern(n): layer il slides unless il % n == n - 1
-    for (int64_t il = 0; il < h.n_layer; ++il) h.swa_layers[il] = pattern > 0 && (il % pattern) < pattern - 1;
+  if (auto s = read_sliding_window(f, p, *traits, h); !s) return s.error();
+  if (traits->softcap) {
+    if (auto s = read_softcap(f, p + "attn_logit_softcapping", 50.0f, h.attn_softcap); !s) return s.error();
+    if (auto s = read_softcap(f, p + "final_logit_softcapping", 30.0f, h.final_softcap); !s) return s.error();
+  } else if (f.has(p + "final_logit_softcapping")) {  // gemma3 files may carry it (llama.cpp applies it)
+    if (auto s = read_softcap(f, p + "final_logit_softcapping", 0.0f, h.final_softcap); !s) return s.error();
   }
-  if (traits->q_scale_in_graph) h.attn_scale = 1.0f / std::sqrt(static_cast<float>(h.head_dim));
+  // gemma2 27B scales Q by (n_embd / n_head)^-0.5 (llama.cpp, after gemma_pytorch), the others by D^-0.5
+  if (traits->q_scale_in_graph)
+    h.attn_scale = 1.0f / std::sqrt(traits->name == "gemma2" && h.n_layer == 46 ? static_cast<float>(h.n_embd / h.n_head)
+                                                                                 : static_cast<float>(h.head_dim));
   return h;
 }
 

@@ -16,23 +16,52 @@ namespace ggflow::builder {
 
 enum class FfnAct : uint8_t { silu, gelu_tanh };
 
-// What distinguishes one dense-transformer architecture from another.
+// Which layers attend through a sliding window (the key `{arch}.attention.sliding_window`).
+enum class SwaKind : uint8_t {
+  none,      // no layer (the key, if present, is not read: phi3, as llama.cpp)
+  pattern,   // gemma2/gemma3: layer il slides unless il % pattern == pattern - 1
+  all,       // llama (mistral): every layer slides when the file sets a window
+};
+
+// What distinguishes one dense-transformer architecture from another (arch.cpp: the table).
 struct ArchTraits {
   std::string name;              // general.architecture
+  std::string models;            // the model families that ship as this architecture (README table)
+  std::string tested;            // the weight types its conformance tests run (README table)
   bool qkv_bias = false;         // qwen2: attn_q/k/v.bias
-  bool qk_norm = false;          // gemma3: RMS norms on each head of Q and K
-  bool sandwich_norms = false;   // gemma3: post_attention_norm and post_ffw_norm
-  bool embed_scale = false;      // gemma3: embeddings times sqrt(n_embd)
-  bool q_scale_in_graph = false; // gemma3: Q *= f_attention_scale, attention scale 1
-  bool rope_neox = false;        // qwen2, gemma3: rotate pairs (i, i + n_rot/2)
+  bool qk_norm = false;          // qwen3, gemma3: RMS norms on each head of Q and K
+  bool sandwich_norms = false;   // gemma2/3: post_attention_norm and post_ffw_norm
+  bool embed_scale = false;      // gemma2/3: embeddings times sqrt(n_embd)
+  bool q_scale_in_graph = false; // gemma2/3, phi3: Q *= attn_scale, attention scale 1
+  bool rope_neox = false;        // qwen2/3, gemma2/3, phi3: rotate pairs (i, i + n_rot/2)
+  bool fused_qkv = false;        // phi3: attn_qkv.weight [E, H·D + 2·Hkv·D] instead of attn_q/k/v
+  bool fused_gate_up = false;    // phi3: ffn_up.weight [E, 2F] = gate rows then up rows, no ffn_gate
+  bool rope_freqs = false;       // llama: rope_freqs.weight [n_rot/2] (Llama 3 frequency scaling)
+  bool rope_long_short = false;  // phi3: rope_factors_long/short.weight [n_rot/2] (LongRoPE)
+  bool softcap = false;          // gemma2: attention and final logits soft-capped (cap·tanh(x/cap))
   FfnAct ffn_act = FfnAct::silu;
-  int swa_pattern = 0;           // gemma3: 6 (every 6th layer global); 0 = no sliding window
-  float rope_base_swa = 0.0f;    // gemma3: 10000 for the sliding-window layers
+  SwaKind swa = SwaKind::none;
+  int swa_pattern = 0;           // SwaKind::pattern: gemma3 6, gemma2 2 (the file may override)
+  int64_t swa_default = 0;       // window when the file has no key (gemma2: 4096); 0: key required
+  float rope_base_swa = 0.0f;    // sliding layers' RoPE base (gemma3: 10000); 0: the global base
+  std::vector<std::string> keys; // `{arch}.` keys read beyond the common ones (others are refused)
 };
 
 // The supported architectures; nullptr (and the list in `supported`) for any other.
 const ArchTraits* find_arch(std::string_view name);
-std::string supported_archs();   // "llama, qwen2, gemma3"
+const std::vector<ArchTraits>& arch_table();
+std::string supported_archs();   // "llama, qwen2, ..."
+// The table of supported architectures as Markdown (the README's, printed by `ggflow inspect
+// --architectures`), and the weight types every one of them computes with.
+std::string architectures_markdown();
+std::string weight_types();
+// The `{arch}.` keys every architecture reads (hparams.cpp), and those it may carry but that do
+// not change the graph (informational: context_length, vocab_size, ...).
+const std::vector<std::string>& common_keys();
+// The first `{arch}.` key of the file that the architecture does not read, or "" when none: a key
+// ggflow does not know may change the model (experts, YaRN, ALiBi, ...), so it is refused rather
+// than ignored.
+std::string unknown_key(const gguf::File& file, const ArchTraits& arch);
 
 struct HParams {
   ArchTraits arch;
@@ -41,11 +70,16 @@ struct HParams {
   int64_t n_rot = 0;             // rope.dimension_count, default head_dim
   int64_t n_ctx_train = 0;
   int64_t n_vocab = 0;           // rows of token_embd.weight
-  int64_t n_swa = 0;             // attention.sliding_window (gemma3)
+  int64_t n_swa = 0;             // attention.sliding_window; 0: no layer slides
+  int64_t n_ctx_orig = 0;        // rope.scaling.original_context_length, default n_ctx_train
   float rms_eps = 1e-5f;
   float rope_base = 10000.0f;
   float rope_scale = 1.0f;       // 1 / rope.scaling.factor for linear scaling
-  float attn_scale = 0.0f;       // gemma3's Q scale (query_pre_attn_scalar ^ -0.5)
+  float rope_base_swa = 0.0f;    // the sliding layers' RoPE base
+  float rope_attn_factor = 1.0f; // rope.scaling.attn_factor: multiplies cos and sin (phi3 LongRoPE)
+  float attn_scale = 0.0f;       // Q scale when q_scale_in_graph (gemma: query_pre_attn_scalar ^ -0.5)
+  float attn_softcap = 0.0f;     // attn_logit_softcapping (gemma2); 0: off
+  float final_softcap = 0.0f;    // final_logit_softcapping (gemma2); 0: off
   std::vector<bool> swa_layers;  // per layer: sliding-window attention
   int64_t n_embd_kv() const { return n_head_kv * head_dim; }
 };

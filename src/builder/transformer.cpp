@@ -1,21 +1,31 @@
-// The generic dense transformer (llama, qwen2, gemma3), following llama.cpp's
-// src/models/{llama,qwen2,gemma3}.cpp. Per layer, with x the residual stream f32 [E, T]:
+// The generic dense transformer (the architectures of arch.cpp), following llama.cpp's
+// src/models/<arch>.cpp. Per layer, with x the residual stream f32 [E, T]:
 //
 //   cur = rms_norm(x) * attn_norm
 //   q, k, v = wq·cur (+bq), wk·cur (+bk), wv·cur (+bv)        [H·D, T], [Hkv·D, T]
-//   q, k   = reshape to heads [D, H, T]; (gemma3) rms_norm each head * q_norm / k_norm
-//   q, k   = rope(q, inp_pos), rope(k, inp_pos)               (gemma3) q *= 1/sqrt(D)
+//            (phi3) wq, wk, wv are the row ranges of the fused attn_qkv: each output row is the
+//            same dot product, so the split matmuls give the fused one's bits
+//   q, k   = reshape to heads [D, H, T]; (qwen3, gemma3) rms_norm each head * q_norm / k_norm
+//   q, k   = rope(q, inp_pos, freq_factors)                   (gemma, phi3) q *= attn_scale
+//            freq_factors: rope_freqs (llama 3) or rope_factors_short/long (phi3 LongRoPE)
 //   cache  = set_rows(cache_k_lN, k, self_kv_idxs), same for v   [Hkv·D, KV]
 //   o      = attention(q, cache_k, cache_v, mask)             [D, H, T] -> [H·D, T]
+//            (gemma2) scores soft-capped: cap·tanh(s / cap) before the mask
 //   o      = wo·o; (last layer) o, x = get_rows(., inp_out_ids)
 //   (gemma3) o = rms_norm(o) * post_attention_norm
 //   x      = x + o
 //   cur    = rms_norm(x) * ffn_norm; cur = down·(act(gate·cur) * (up·cur))
+//            (phi3) gate and up are the two row halves of the fused ffn_up
 //   (gemma3) cur = rms_norm(cur) * post_ffw_norm
 //   x      = x + cur
-// logits = output·(rms_norm(x) * output_norm), output = token_embd when the file ties them.
+// logits = output·(rms_norm(x) * output_norm), output = token_embd when the file ties them;
+// (gemma2) logits = cap·tanh(logits / cap).
+// Every tensor of the file must be read by the graph: one the architecture does not use (a
+// rope_freqs of a family without it, an extra bias) is an error, never silently dropped.
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <set>
 
 #include "builder/build.h"
 #include "gguf/dequant.h"
@@ -66,9 +76,56 @@ class Builder {
       return make_error("tensor '" + name + "' has type " + std::string(type) + ", which ggflow cannot compute with",
                         "ggflow reads weights in F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and Q2_K..Q6_K; "
                         "re-quantize the model to one of them");
+    used_.insert(name);
     return g_.weight(*t, f_.tensor_data(*t));
   }
   bool has(const std::string& name) const { return f_.find_tensor(name) != nullptr; }
+
+  // Rows [r0, r0 + n) of a 2-D weight already read by weight(): a view of the same bytes (a
+  // row of any GGML type is whole blocks, contiguous), for the fused tensors of phi3.
+  int rows(int w, int64_t r0, int64_t n, const std::string& part) {
+    const auto& t = g_.tensor(w);
+    const auto& tr = gguf::traits(t.type);
+    const size_t row_bytes = static_cast<size_t>(t.ne[0].n / tr.block_size * tr.type_size);
+    const Ne ne{t.ne[0], Ext(n), Ext(1), Ext(1)};
+    return g_.weight(t.name + "[" + part + "]", t.type, ne, 2,
+                     t.data.subspan(static_cast<size_t>(r0) * row_bytes, static_cast<size_t>(n) * row_bytes),
+                     nullptr);  // the file's bytes: kept alive by keep_alive(f_.bytes()) in run()
+  }
+
+  // The RoPE frequency factors of the file, or none: rope_freqs (llama 3), rope_factors_short or,
+  // for contexts beyond the original one, rope_factors_long (phi3), as llama.cpp picks them.
+  Result<std::optional<int>> rope_factors() {
+    std::string name;
+    if (hp_.arch.rope_freqs && has("rope_freqs.weight")) name = "rope_freqs.weight";
+    if (hp_.arch.rope_long_short && has("rope_factors_short.weight")) {
+      if (!has("rope_factors_long.weight"))
+        return make_error("model has 'rope_factors_short.weight' but no 'rope_factors_long.weight'",
+                          "LongRoPE needs both; the file is damaged or was written by a broken converter");
+      const bool longer = opt_.n_ctx > hp_.n_ctx_orig;
+      name = longer ? "rope_factors_long.weight" : "rope_factors_short.weight";
+      used_.insert(longer ? "rope_factors_short.weight" : "rope_factors_long.weight");  // chosen against, not ignored
+    }
+    if (name.empty()) return std::optional<int>();
+    auto w = weight(name, {hp_.n_rot / 2}, 1);
+    if (!w) return w.error();
+    return std::optional<int>(*w);
+  }
+
+  // A tensor of the file that the graph did not read.
+  Status check_all_used() const {
+    for (const auto& t : f_.tensors()) {
+      std::string name(t.name);
+      if (used_.count(name)) continue;
+      return make_error("tensor '" + name + "' is in the file but architecture '" + hp_.arch.name +
+                            "' does not use it; ggflow refuses it rather than compute different logits than the model intends",
+                        "the file was converted for another architecture or carries a feature ggflow does not support");
+    }
+    return {};
+  }
+
+  // cap·tanh(x / cap), GGML's three ops (llama.cpp's final logit soft-capping).
+  int softcap(int x, float cap) { return g_.scale(g_.unary(frontend::GgmlUnary::TANH, g_.scale(x, 1.0f / cap)), cap); }
 
   int rms(int x, int w) { return g_.mul(g_.rms_norm(x, hp_.rms_eps), w); }
 
@@ -82,7 +139,10 @@ class Builder {
     int out_ids = g_.input("inp_out_ids", GgmlType::I32, {O, 1, 1, 1});
     int kv_idxs = g_.input("self_kv_idxs", GgmlType::I64, {T, 1, 1, 1});
     int mask = g_.input("self_kq_mask", GgmlType::F32, {KV, T, 1, 1});
-    int mask_swa = hp_.arch.swa_pattern ? g_.input("self_kq_mask_swa", GgmlType::F32, {KV, T, 1, 1}) : -1;
+    const bool any_swa = std::find(hp_.swa_layers.begin(), hp_.swa_layers.end(), true) != hp_.swa_layers.end();
+    int mask_swa = any_swa ? g_.input("self_kq_mask_swa", GgmlType::F32, {KV, T, 1, 1}) : -1;
+    auto factors = rope_factors();
+    if (!factors) return factors.error();
 
     auto tok_embd = weight("token_embd.weight", {E, hp_.n_vocab, 1, 1}, 2);
     if (!tok_embd) return tok_embd.error();
@@ -94,11 +154,25 @@ class Builder {
       const std::string p = "blk." + std::to_string(il) + ".";
       const std::string sfx = "-" + std::to_string(il);
       auto W = [&](const std::string& n, Ne ne, int nd) { return weight(p + n, ne, nd); };
-      auto attn_norm = W("attn_norm.weight", {E}, 1), wq = W("attn_q.weight", {E, H * D}, 2),
-           wk = W("attn_k.weight", {E, Ekv}, 2), wv = W("attn_v.weight", {E, Ekv}, 2),
-           wo = W("attn_output.weight", {H * D, E}, 2), ffn_norm = W("ffn_norm.weight", {E}, 1),
-           gate = W("ffn_gate.weight", {E, hp_.n_ff}, 2), up = W("ffn_up.weight", {E, hp_.n_ff}, 2),
-           down = W("ffn_down.weight", {hp_.n_ff, E}, 2);
+      const bool fused_qkv = hp_.arch.fused_qkv && has(p + "attn_qkv.weight");
+      const bool fused_gate_up = hp_.arch.fused_gate_up && !has(p + "ffn_gate.weight");
+      Result<int> wq = 0, wk = 0, wv = 0, gate = 0, up = 0;
+      if (fused_qkv) {
+        auto qkv = W("attn_qkv.weight", {E, H * D + 2 * Ekv}, 2);
+        if (!qkv) return qkv.error();
+        wq = rows(*qkv, 0, H * D, "q"), wk = rows(*qkv, H * D, Ekv, "k"), wv = rows(*qkv, H * D + Ekv, Ekv, "v");
+      } else {
+        wq = W("attn_q.weight", {E, H * D}, 2), wk = W("attn_k.weight", {E, Ekv}, 2), wv = W("attn_v.weight", {E, Ekv}, 2);
+      }
+      if (fused_gate_up) {
+        auto gu = W("ffn_up.weight", {E, 2 * hp_.n_ff}, 2);
+        if (!gu) return gu.error();
+        gate = rows(*gu, 0, hp_.n_ff, "gate"), up = rows(*gu, hp_.n_ff, hp_.n_ff, "up");
+      } else {
+        gate = W("ffn_gate.weight", {E, hp_.n_ff}, 2), up = W("ffn_up.weight", {E, hp_.n_ff}, 2);
+      }
+      auto attn_norm = W("attn_norm.weight", {E}, 1), wo = W("attn_output.weight", {H * D, E}, 2),
+           ffn_norm = W("ffn_norm.weight", {E}, 1), down = W("ffn_down.weight", {hp_.n_ff, E}, 2);
       for (auto* r : {&attn_norm, &wq, &wk, &wv, &wo, &ffn_norm, &gate, &up, &down})
         if (!*r) return r->error();
 
@@ -125,10 +199,11 @@ class Builder {
       rp.n_dims = static_cast<int>(hp_.n_rot);
       rp.mode = hp_.arch.rope_neox ? frontend::kRopeNeox : 0;
       rp.n_ctx_orig = static_cast<int>(hp_.n_ctx_train);
-      rp.freq_base = swa && hp_.arch.rope_base_swa > 0 ? hp_.arch.rope_base_swa : hp_.rope_base;
-      rp.freq_scale = swa ? 1.0f : hp_.rope_scale;
-      q = g_.rope(q, pos, std::nullopt, rp);
-      k = g_.rope(k, pos, std::nullopt, rp);
+      rp.freq_base = swa ? hp_.rope_base_swa : hp_.rope_base;
+      rp.freq_scale = swa && hp_.arch.rope_base_swa > 0 ? 1.0f : hp_.rope_scale;  // gemma3's local layers: unscaled
+      rp.attn_factor = hp_.rope_attn_factor;
+      q = g_.rope(q, pos, *factors, rp);
+      k = g_.rope(k, pos, *factors, rp);
       g_.set_name(q, "Qcur" + sfx);
       g_.set_name(k, "Kcur" + sfx);
       float kq_scale = 1.0f / std::sqrt(static_cast<float>(D));
@@ -147,9 +222,11 @@ class Builder {
       int m = swa ? mask_swa : mask;
       int o;
       if (opt_.flash_attn) {
-        o = g_.flash_attn_ext(Q, K, V, m, kq_scale);                    // [D, H, T]
+        o = g_.flash_attn_ext(Q, K, V, m, kq_scale, 0.0f, hp_.attn_softcap);  // [D, H, T]
       } else {
-        int kq = g_.soft_max(g_.mul_mat(K, Q), m, kq_scale);            // [KV, T, H]
+        int kq = g_.mul_mat(K, Q);                                      // [KV, T, H]
+        if (hp_.attn_softcap > 0) kq = softcap(kq, hp_.attn_softcap);
+        kq = g_.soft_max(kq, m, kq_scale);
         int Vt = g_.cont(g_.transpose(V));                              // [KV, D, Hkv]
         o = g_.permute(g_.mul_mat(Vt, kq), 0, 2, 1, 3);                 // [D, T, H] -> [D, H, T]
         o = g_.cont(o);
@@ -188,7 +265,9 @@ class Builder {
       out = *w;
     }
     int logits = g_.mul_mat(out, rms(x, *onorm));                         // f32 [V, O]
+    if (hp_.final_softcap > 0) logits = softcap(logits, hp_.final_softcap);
     g_.set_name(logits, "result_output");
+    if (auto s = check_all_used(); !s) return s;
     g_.add_output("logits", logits);
     return g_.status();
   }
@@ -198,6 +277,7 @@ class Builder {
   const HParams& hp_;
   const BuildOptions& opt_;
   GgmlGraph& g_;
+  std::set<std::string> used_;  // the file's tensors the graph reads
 };
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "builder/hparams.h"
 #include "gguf/file.h"
 
 namespace ggflow::cli {
@@ -127,10 +128,20 @@ void add(CLI::App& app, int& rc) {
   auto path = std::make_shared<std::string>();
   auto as_json = std::make_shared<bool>(false);
   auto tensors = std::make_shared<bool>(false);
-  cmd->add_option("file", *path, "the .gguf file")->required();
+  auto archs = std::make_shared<bool>(false);
+  cmd->add_option("file", *path, "the .gguf file");
+  cmd->add_flag("--architectures", *archs, "print the supported architectures (the README's table) instead");
   cmd->add_flag("--json", *as_json, "print JSON instead of text");
   cmd->add_flag("--tensors", *tensors, "list every tensor (name, type, shape, offset)");
-  cmd->callback([path, as_json, tensors, &rc] {
+  cmd->callback([path, as_json, tensors, archs, &rc] {
+    if (*archs) {
+      fmt::print("{}", builder::architectures_markdown());
+      return;
+    }
+    if (path->empty()) {
+      rc = fail("inspect", make_error("no file given", "ggflow inspect FILE.gguf, or ggflow inspect --architectures"));
+      return;
+    }
     auto f = File::open(*path);
     if (!f) { rc = fail("inspect", f.error()); return; }
     if (*as_json) print_json(*f, *tensors);

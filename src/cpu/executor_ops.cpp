@@ -288,6 +288,7 @@ Status Executor::Impl::paged_attention(Step& s, bool* done) {
   const int64_t max_ctx = scalar_i64(in(s, 9)), window = scalar_i64(in(s, 11));
   float scale = scalar_f32(in(s, 10));
   if (scale == 0.0f) scale = 1.0f / std::sqrt(static_cast<float>(S));
+  const float softcap = s.in.size() > 13 ? scalar_f32(in(s, 13)) : 0.0f;  // input 13, optional: 0 = off
   int64_t max_keys = 0;
   for (int64_t b = 0; b < B; ++b) {
     if (sb[b + 1] < sb[b] || bib[b + 1] < bib[b] || bib[b + 1] > nbi)
@@ -336,6 +337,7 @@ Status Executor::Impl::paged_attention(Step& s, bool* done) {
   ab.n_seqs = B;
   ab.window = window;
   ab.scale = scale;
+  ab.softcap = softcap;
   const int64_t per = attention_rows_scratch_floats(cache, ab, max_keys);
   Buffer& sc = attn_scratch;
   float* scr = reinterpret_cast<float*>(sc.ensure(static_cast<size_t>(per * pool->size()) * 4 + 64));
@@ -437,6 +439,7 @@ Status Executor::Impl::sdpa(Step& s, bool* done) {
   Val& y = alloc_out(s, std::span<const int64_t>(shape, static_cast<size_t>(r)));
   float* out = y.as<float>();
   const float scale = a.scale != 0.0f ? a.scale : 1.0f / std::sqrt(static_cast<float>(S));
+  const float softcap = a.logit_softcap;  // 0 = off; capped before the (range) mask, as the IR
   // Consecutive query rows of one kv head run as tiles (attention_queries): each query's bits are
   // those of attention() on it alone.
   const int64_t tile = attention_tile_queries(group, Tk);
@@ -468,6 +471,7 @@ Status Executor::Impl::sdpa(Step& s, bool* done) {
         a.n_keys = hi;
         a.window = lo > 0 ? hi - lo : 0;
         a.scale = scale;
+        a.softcap = softcap;
         if (k == tile) err.note(attention_queries(isa, cache, aq, k, scr + t * per, per)), k = 0;
       }
       if (k > 0) err.note(attention_queries(isa, cache, aq, k, scr + t * per, per));

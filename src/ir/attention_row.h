@@ -1,6 +1,8 @@
 // One query row of attention, the arithmetic every attention kernel of the evaluator shares
 // (ScaledDotProductAttention and PagedAttention), so that the SDPA and paged layouts give the same
-// bits by construction: score_j = (Σ_d q[d]·k_j[d]) · scale (+ a bias or mask the caller adds),
+// bits by construction: score_j = (Σ_d q[d]·k_j[d]) · scale, or with logit soft-capping
+// (softcap c != 0, Gemma 2; llama.cpp's FLASH_ATTN_EXT logit_softcap)
+// score_j = c · tanh((Σ_d q[d]·k_j[d]) · (scale / c)), then + a bias or mask the caller adds,
 // then a softmax with max subtraction over the keys in order, then
 // out[d] = (Σ_j p_j · v_j[d]) / Σ_j p_j, every sum in key order, in f32.
 #pragma once
@@ -13,11 +15,13 @@
 
 namespace ggflow::ir {
 
-// (Σ_d q[d]·k[d]) · scale, d in order.
-inline float attention_score(const float* q, const float* k, int64_t head_size, float scale) {
+// (Σ_d q[d]·k[d]) · scale, d in order; with softcap c != 0: c · tanh((Σ_d q[d]·k[d]) · (scale / c)),
+// the f32 division once, then f32 multiply, libm tanhf, f32 multiply (ggml's order).
+inline float attention_score(const float* q, const float* k, int64_t head_size, float scale, float softcap = 0.0f) {
   float s = 0.0f;
   for (int64_t d = 0; d < head_size; ++d) s += q[d] * k[d];
-  return s * scale;
+  if (softcap == 0.0f) return s * scale;
+  return softcap * std::tanh(s * (scale / softcap));
 }
 
 // Softmax over `scores` (-inf = masked) and the weighted sum of the value rows; `value(j)` points

@@ -127,8 +127,13 @@ struct RopeAttrs {  // inputs: x [..., T, H, S], positions (broadcast to [..., T
 };
 struct SdpaAttrs {  // inputs q [..., Hq, Tq, S], k, v [..., Hkv, Tk, S], mask? (additive)
   bool causal = false;
-  float scale = 0.0f;  // 0 = 1/sqrt(S)
-  template <class F> void fields(F&& f) const { f("causal", causal); f("scale", scale); }
+  float scale = 0.0f;          // 0 = 1/sqrt(S)
+  float logit_softcap = 0.0f;  // 0 = off; else score = c * tanh(dot * (scale / c)), then the mask (Gemma 2)
+  template <class F> void fields(F&& f) const {
+    f("causal", causal);
+    f("scale", scale);
+    f("logit_softcap", logit_softcap);
+  }
   bool operator==(const SdpaAttrs&) const = default;
 };
 

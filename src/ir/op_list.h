@@ -58,7 +58,7 @@
   X(RoPE, RopeAttrs, 2, 3)                                \
   X(ScaledDotProductAttention, SdpaAttrs, 3, 4)          \
   /* ops/paged_attention.cpp: DESIGN.md section 4 */      \
-  X(PagedAttention, NoAttrs, 13, 13)
+  X(PagedAttention, NoAttrs, 13, 14)
 
 // Outputs that alias an input, X(Op, output, input): the op writes its result into that input's
 // buffer and returns it (a cache or a scatter destination updated in place, never copied). The

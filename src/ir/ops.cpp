@@ -107,16 +107,17 @@ NodePtr rope(Value x, Value p, RopeAttrs attrs, std::optional<Value> ff) {
   if (ff) in.push_back(*ff);
   return mk(OpType::RoPE, std::move(in), attrs);
 }
-NodePtr sdpa(Value q, Value k, Value v, std::optional<Value> mask, bool causal, float scale) {
+NodePtr sdpa(Value q, Value k, Value v, std::optional<Value> mask, bool causal, float scale, float logit_softcap) {
   std::vector<Value> in{std::move(q), std::move(k), std::move(v)};
   if (mask) in.push_back(*mask);
-  return mk(OpType::ScaledDotProductAttention, std::move(in), SdpaAttrs{causal, scale});
+  return mk(OpType::ScaledDotProductAttention, std::move(in), SdpaAttrs{causal, scale, logit_softcap});
 }
 
 NodePtr paged_attention(const PagedAttentionInputs& i) {
-  return mk(OpType::PagedAttention,
-            {i.q, i.k, i.v, i.key_cache, i.value_cache, i.past_lens, i.subsequence_begins, i.block_indices,
-             i.block_indices_begins, i.max_context_len, i.scale, i.sliding_window, i.alibi_slopes});
+  std::vector<Value> in{i.q, i.k, i.v, i.key_cache, i.value_cache, i.past_lens, i.subsequence_begins, i.block_indices,
+                        i.block_indices_begins, i.max_context_len, i.scale, i.sliding_window, i.alibi_slopes};
+  if (i.logit_softcap) in.push_back(*i.logit_softcap);
+  return mk(OpType::PagedAttention, std::move(in));
 }
 
 }  // namespace ggflow::ir::ops

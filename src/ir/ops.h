@@ -70,13 +70,16 @@ NodePtr rms_norm(Value v, std::optional<Value> gamma, float eps);
 
 NodePtr matmul(Value a, Value b, bool transpose_a = false, bool transpose_b = false);
 NodePtr rope(Value x, Value positions, RopeAttrs attrs, std::optional<Value> freq_factors = std::nullopt);
-NodePtr sdpa(Value q, Value k, Value v, std::optional<Value> mask, bool causal, float scale = 0.0f);
+// logit_softcap c != 0: scores c · tanh(q·k · (scale / c)) before the mask (Gemma 2).
+NodePtr sdpa(Value q, Value k, Value v, std::optional<Value> mask, bool causal, float scale = 0.0f,
+             float logit_softcap = 0.0f);
 // PagedAttention (ops/paged_attention.cpp): inputs in DESIGN.md section 4 order; three outputs:
 // attention [T, Hq·Sv], key_cache and value_cache with this step's rows written.
 struct PagedAttentionInputs {
   Value q, k, v, key_cache, value_cache;                     // [T,Hq·S] [T,Hkv·S] [T,Hkv·Sv] [NB,Hkv,32,S] [NB,Hkv,32,Sv]
   Value past_lens, subsequence_begins, block_indices, block_indices_begins, max_context_len;  // i32
   Value scale, sliding_window, alibi_slopes;                 // f32 [], i32 [], f32 [Hq] or [0]
+  std::optional<Value> logit_softcap = std::nullopt;         // f32 [], input 13; absent = 0 (off)
 };
 NodePtr paged_attention(const PagedAttentionInputs& in);
 

@@ -5,6 +5,7 @@
 #include <map>
 
 #include "transforms/layouts.h"
+#include "transforms/lm_head.h"
 
 namespace ggflow::transforms {
 
@@ -64,8 +65,7 @@ std::vector<std::pair<std::string, std::string>> key_rows(const ir::Model& m) {
   }
   for (const auto& r : m.results())
     if (r->name() == "logits") {
-      ir::NodePtr head = r->input(0).node;
-      if (head->type() == ir::OpType::MatMul) rows.push_back({"LM head input (MatMul)", ty(head->input(0))});
+      if (ir::NodePtr head = lm_head(m)) rows.push_back({"LM head input (MatMul)", ty(head->input(0))});
       rows.push_back({"output `logits`", ty(r)});
     }
   return rows;

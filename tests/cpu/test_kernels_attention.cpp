@@ -13,7 +13,11 @@
 //    bits equal the twin on it alone, whatever the tile composition: all at once, scratch for 1,
 //    2, 3, 5 queries, shuffled order, interleaved with another kv head, sub-ranges starting
 //    anywhere; also arbitrary per-query ranges in one tile (the SDPA case) and empty ranges;
-//  - bad inputs (block ids, short tables, small scratch, kv head) are errors.
+//  - logit soft-capping (Gemma 2: s = softcap * tanh(dot * (scale / softcap))): SIMD == twin by
+//    memcmp (single queries, groups, prefill tiles through attention_rows), the twin against a
+//    double reference of softcap * tanh(q.k * scale / softcap) and the IR's capped row within the
+//    same bound; softcap 0 is the uncapped kernel above;
+//  - bad inputs (block ids, short tables, small scratch, kv head, a non-finite soft-cap) are errors.
 // Also times decode at 4096 keys and a 256-token prefill per ISA (printed, not asserted).
 // Prints "N passed, N failed".
 #include <gtest/gtest.h>
@@ -60,14 +64,14 @@ struct Cache {
 };
 
 // The IR's attention row (ir::attention_score + ir::attend_row, f32) and a double reference, for
-// keys [lo, hi).
+// keys [lo, hi); softcap != 0: scores softcap * tanh(q.k * scale / softcap).
 void references(Cache& c, const std::vector<int32_t>& table, int64_t kvh, const float* q, int64_t lo, int64_t hi,
-                float scale, std::vector<float>& ir, std::vector<double>& ref) {
+                float scale, std::vector<float>& ir, std::vector<double>& ref, float softcap = 0.0f) {
   const int64_t S = c.view.head_size, Sv = c.view.v_size, n = hi - lo;
   auto krow = [&](int64_t j) { const int64_t p = lo + j; return c.krow(table[p / kKvBlock], kvh, p % kKvBlock); };
   auto vrow = [&](int64_t j) { const int64_t p = lo + j; return c.vrow(table[p / kKvBlock], kvh, p % kKvBlock); };
   std::vector<float> sc(n);
-  for (int64_t j = 0; j < n; ++j) sc[j] = ir::attention_score(q, krow(j), S, scale);
+  for (int64_t j = 0; j < n; ++j) sc[j] = ir::attention_score(q, krow(j), S, scale, softcap);
   ir.assign(Sv, 0.0f);
   ir::attend_row(sc, vrow, Sv, ir.data());
   std::vector<double> scd(n);
@@ -75,7 +79,9 @@ void references(Cache& c, const std::vector<int32_t>& table, int64_t kvh, const 
   for (int64_t j = 0; j < n; ++j) {
     double sd = 0.0;
     for (int64_t d = 0; d < S; ++d) sd += static_cast<double>(q[d]) * krow(j)[d];
-    scd[j] = sd * scale, mxd = std::max(mxd, scd[j]);
+    const double c_ = softcap;
+    scd[j] = softcap != 0.0f ? c_ * std::tanh(sd * scale / c_) : sd * scale;
+    mxd = std::max(mxd, scd[j]);
   }
   for (int64_t j = 0; j < n; ++j) scd[j] = std::exp(scd[j] - mxd), sumd += scd[j];
   ref.assign(Sv, 0.0);
@@ -84,6 +90,28 @@ void references(Cache& c, const std::vector<int32_t>& table, int64_t kvh, const 
     for (int64_t j = 0; j < n; ++j) accd += scd[j] * vrow(j)[d];
     ref[d] = n ? accd / sumd : 0.0;
   }
+}
+
+// The twin's worst error over nq query rows (row i at q + i*qs, output row at twin + i*os), relative
+// to the largest |v| in range: against the double reference and against the IR's f32 row.
+std::pair<double, double> twin_errors(Cache& c, const std::vector<int32_t>& table, int64_t kvh, const float* q, int64_t qs,
+                                      int64_t nq, int64_t lo, int64_t n_keys, float scale, const std::vector<float>& twin,
+                                      int64_t os, float softcap = 0.0f) {
+  const int64_t Sv = c.view.v_size;
+  double vmax = 0;
+  for (int64_t p = lo; p < n_keys; ++p)
+    for (int64_t d = 0; d < Sv; ++d) vmax = std::max<double>(vmax, std::fabs(c.vrow(table[p / kKvBlock], kvh, p % kKvBlock)[d]));
+  double e_ref = 0, e_ir = 0;
+  for (int64_t i = 0; i < nq; ++i) {
+    std::vector<float> ir;
+    std::vector<double> ref;
+    references(c, table, kvh, q + i * qs, lo, n_keys, scale, ir, ref, softcap);
+    for (int64_t d = 0; d < Sv; ++d) {
+      e_ref = std::max(e_ref, std::fabs(twin[i * os + d] - ref[d]) / vmax);
+      e_ir = std::max(e_ir, std::fabs(twin[i * os + d] - static_cast<double>(ir[d])) / vmax);
+    }
+  }
+  return {e_ref, e_ir};
 }
 
 TEST(KernelsAttention, Sweep) {
@@ -132,19 +160,7 @@ TEST(KernelsAttention, Sweep) {
           std::vector<float> twin;
           tally.check(run(Isa::scalar, twin), tag + ": scalar failed");
           // accuracy: per query, against double and the IR's f32 row
-          double vmax = 0;
-          for (int64_t p = lo; p < n_keys; ++p)
-            for (int64_t d = 0; d < Sv; ++d) vmax = std::max<double>(vmax, std::fabs(c.vrow(table[p / kKvBlock], kvh, p % kKvBlock)[d]));
-          double e_ref = 0, e_ir = 0;
-          for (int64_t i = 0; i < nq; ++i) {
-            std::vector<float> ir;
-            std::vector<double> ref;
-            references(c, table, kvh, q.data() + i * qs, lo, n_keys, scale, ir, ref);
-            for (int64_t d = 0; d < Sv; ++d) {
-              e_ref = std::max(e_ref, std::fabs(twin[i * os + d] - ref[d]) / vmax);
-              e_ir = std::max(e_ir, std::fabs(twin[i * os + d] - static_cast<double>(ir[d])) / vmax);
-            }
-          }
+          auto [e_ref, e_ir] = twin_errors(c, table, kvh, q.data(), qs, nq, lo, n_keys, scale, twin, os);
           worst_ref = std::max(worst_ref, e_ref), worst_ir = std::max(worst_ir, e_ir);
           tally.check(e_ref <= 2e-6, tag + ": twin vs double " + std::to_string(e_ref));
           tally.check(e_ir <= 2e-6, tag + ": twin vs IR " + std::to_string(e_ir));
@@ -167,6 +183,81 @@ TEST(KernelsAttention, Sweep) {
           }
         }
   std::printf("  attention: max |out - ref| / max|v|: twin vs double %.3g, twin vs IR f32 %.3g (bound 2e-6)\n",
+              worst_ref, worst_ir);
+}
+
+// Logit soft-capping: (scale, softcap) pairs from Gemma 2's (1/sqrt(S), 50: barely capped) to
+// strongly capped (scale 1, softcap 2: q.k up to ~10 squeezed into (-2, 2)).
+TEST(KernelsAttention, SoftCapSweep) {
+  std::mt19937 rng(33);
+  std::normal_distribution<float> nd01(0.0f, 1.0f);
+  double worst_ref = 0, worst_ir = 0;
+  struct Cap {
+    bool unit_scale;  // scale 1 instead of 1/sqrt(S)
+    float softcap;
+  };
+  for (int64_t S : {64, 80, 256, 17})
+    for (int64_t n_keys : {1, 33, 100, 257})
+      for (int64_t window : {0, 16})
+        for (int64_t nq : {1, 3})
+          for (Cap cap : {Cap{false, 50.0f}, Cap{false, 0.5f}, Cap{true, 2.0f}, Cap{true, 8.0f}}) {
+            const int64_t Sv = S, kv_heads = 2, kvh = 0;
+            const int64_t nblk = (n_keys + kKvBlock - 1) / kKvBlock, blocks = nblk + 2;
+            Cache c(blocks, kv_heads, S, Sv);
+            std::vector<int32_t> table(blocks);
+            std::iota(table.begin(), table.end(), 0);
+            std::shuffle(table.begin(), table.end(), rng);
+            table.resize(nblk);
+            const int64_t lo = window > 0 ? std::max<int64_t>(0, n_keys - window) : 0;
+            for (int64_t p = lo; p < n_keys; ++p) {
+              float* kr = c.krow(table[p / kKvBlock], kvh, p % kKvBlock);
+              float* vr = c.vrow(table[p / kKvBlock], kvh, p % kKvBlock);
+              for (int64_t d = 0; d < S; ++d) kr[d] = 0.5f * nd01(rng);
+              for (int64_t d = 0; d < Sv; ++d) vr[d] = nd01(rng);
+            }
+            const int64_t qs = S + 1, os = Sv + 2;
+            std::vector<float> q(nq * qs);
+            for (float& f : q) f = nd01(rng);
+            const float scale = cap.unit_scale ? 1.0f : 1.0f / std::sqrt(static_cast<float>(S));
+            AttentionQuery a;
+            a.q = q.data(), a.q_stride = qs, a.out_stride = os, a.nq = nq, a.kv_head = kvh;
+            a.block_table = table.data(), a.table_len = nblk, a.n_keys = n_keys, a.window = window;
+            a.scale = scale, a.softcap = cap.softcap;
+            std::vector<float> scratch(attention_scratch_floats(nq, n_keys));
+            auto run = [&](Isa isa, const AttentionQuery& x, std::vector<float>& out) {
+              out.assign(x.nq * os, -7.0f);
+              AttentionQuery y = x;
+              y.out = out.data();
+              return attention(isa, c.view, y, scratch.data(), static_cast<int64_t>(scratch.size())).ok();
+            };
+            const std::string tag = "softcap " + std::to_string(cap.softcap) + " scale " + std::to_string(scale) +
+                                    " S=" + std::to_string(S) + " n_keys=" + std::to_string(n_keys) +
+                                    " window=" + std::to_string(window) + " nq=" + std::to_string(nq);
+            std::vector<float> twin, uncapped;
+            tally.check(run(Isa::scalar, a, twin), tag + ": scalar failed");
+            AttentionQuery off = a;
+            off.softcap = 0.0f;
+            tally.check(run(Isa::scalar, off, uncapped), tag + ": scalar uncapped failed");
+            if (n_keys - lo > 1 && cap.softcap < 50.0f)
+              tally.check(!same_bits(twin, uncapped), tag + ": the soft-cap changes nothing");
+            auto [e_ref, e_ir] = twin_errors(c, table, kvh, q.data(), qs, nq, lo, n_keys, scale, twin, os, cap.softcap);
+            worst_ref = std::max(worst_ref, e_ref), worst_ir = std::max(worst_ir, e_ir);
+            tally.check(e_ref <= 2e-6, tag + ": twin vs double " + std::to_string(e_ref));
+            tally.check(e_ir <= 2e-6, tag + ": twin vs IR " + std::to_string(e_ir));
+            for (Isa isa : supported_isas()) {
+              std::vector<float> out;
+              tally.check(run(isa, a, out) && same_bits(out, twin), tag + " " + isa_name(isa) + " != twin");
+              bool same = true;  // each row alone == in its group
+              for (int64_t i = 0; nq > 1 && i < nq; ++i) {
+                AttentionQuery one = a;
+                one.q = q.data() + i * qs, one.nq = 1;
+                std::vector<float> o1;
+                same = same && run(isa, one, o1) && same_bits(o1.data(), twin.data() + i * os, Sv);
+              }
+              tally.check(same, tag + " " + isa_name(isa) + " alone != in group");
+            }
+          }
+  std::printf("  soft-capped attention: max |out - ref| / max|v|: twin vs double %.3g, twin vs IR f32 %.3g (bound 2e-6)\n",
               worst_ref, worst_ir);
 }
 
@@ -407,6 +498,71 @@ TEST(KernelsAttention, Tiles) {
       }
 }
 
+// A soft-capped prefill batch through attention_rows (the PagedAttention case): 70 tokens of one
+// sequence after 5 cached, GQA groups of 1 and 4 (4: the transposed score path), windows; the
+// SIMD tiles equal the twin bit for bit, each token alone equals the batch, and the batch's
+// softcap reaches every query (equal to attention() on the query with that softcap).
+TEST(KernelsAttention, SoftCapPrefillBatch) {
+  std::mt19937 rng(44);
+  std::normal_distribution<float> nd01(0.0f, 1.0f);
+  for (int64_t S : {64, 40})
+    for (int64_t group : {1, 4}) {
+      const int64_t kv_heads = 2, q_heads = kv_heads * group, past = 5, T = 70, L = past + T, blocks = 4;
+      Cache c(blocks, kv_heads, S, S);
+      const std::vector<int32_t> table = {2, 0, 3}, begins = {0, 3};
+      std::vector<int32_t> positions(T);
+      for (int64_t t = 0; t < T; ++t) positions[t] = static_cast<int32_t>(past + t);
+      for (int64_t p = 0; p < L; ++p) {
+        std::vector<float> k(kv_heads * S), v(kv_heads * S);
+        for (float& f : k) f = 0.5f * nd01(rng);
+        for (float& f : v) f = nd01(rng);
+        tally.check(kv_write(c.view, table.data(), 3, p, k.data(), v.data()).ok(), "softcap prefill kv_write");
+      }
+      std::vector<float> q(T * q_heads * S);
+      for (float& f : q) f = nd01(rng);
+      for (int64_t window : {0, 33}) {
+        AttentionBatch b;
+        b.q = q.data(), b.q_stride = q_heads * S, b.out_stride = q_heads * S, b.tokens = T, b.q_heads = q_heads;
+        b.positions = positions.data(), b.block_indices = table.data(), b.block_begins = begins.data();
+        b.window = window, b.scale = 0.5f, b.softcap = 3.0f;
+        std::vector<float> scratch(attention_rows_scratch_floats(c.view, b, L));
+        const int64_t items = attention_items(c.view, b), sf = static_cast<int64_t>(scratch.size());
+        const std::string tag = "softcap prefill S=" + std::to_string(S) + " group=" + std::to_string(group) +
+                                " window=" + std::to_string(window);
+        std::vector<float> twin(T * q_heads * S, -1.0f);
+        b.out = twin.data();
+        tally.check(attention_rows(Isa::scalar, c.view, b, 0, items, scratch.data(), sf).ok(), tag + ": scalar");
+        // the batch's softcap reaches the queries: token t, kv head 1 == attention() with that softcap
+        bool direct = true;
+        for (int64_t t : {int64_t{0}, int64_t{31}, T - 1}) {
+          AttentionQuery a;
+          std::vector<float> o(group * S);
+          a.q = q.data() + t * q_heads * S + group * S, a.q_stride = S, a.out = o.data(), a.out_stride = S;
+          a.nq = group, a.kv_head = 1, a.block_table = table.data(), a.table_len = 3;
+          a.n_keys = positions[t] + 1, a.window = window, a.scale = 0.5f, a.softcap = 3.0f;
+          direct = direct && attention(Isa::scalar, c.view, a, scratch.data(), sf).ok() &&
+                   same_bits(o.data(), twin.data() + t * q_heads * S + group * S, group * S);
+        }
+        tally.check(direct, tag + ": batch != attention() with the same softcap");
+        for (Isa isa : supported_isas()) {
+          std::vector<float> out(T * q_heads * S, -1.0f);
+          b.out = out.data();
+          tally.check(attention_rows(isa, c.view, b, 0, items, scratch.data(), sf).ok() && same_bits(out, twin),
+                      tag + " " + isa_name(isa) + " != twin");
+          bool alone = true;
+          for (int64_t t = 0; t < T; t += 7) {
+            AttentionBatch one = b;
+            std::vector<float> o(q_heads * S);
+            one.q = q.data() + t * q_heads * S, one.out = o.data(), one.tokens = 1, one.positions = positions.data() + t;
+            alone = alone && attention_rows(isa, c.view, one, 0, kv_heads, scratch.data(), sf).ok() &&
+                    same_bits(o.data(), twin.data() + t * q_heads * S, q_heads * S);
+          }
+          tally.check(alone, tag + " " + isa_name(isa) + ": token alone != in batch");
+        }
+      }
+    }
+}
+
 // One tile whose queries have arbitrary ranges (not nested: the SDPA case), some empty.
 TEST(KernelsAttention, TileArbitraryRanges) {
   std::mt19937 rng(8);
@@ -527,6 +683,10 @@ TEST(KernelsAttention, Errors) {
   tally.check(!run(a, 10), "small scratch accepted");
   bad = a, bad.nq = 0;
   tally.check(!run(bad), "empty group accepted");
+  for (float cap : {std::numeric_limits<float>::infinity(), kNaN}) {
+    bad = a, bad.softcap = cap;
+    tally.check(!run(bad), "non-finite softcap accepted");
+  }
   KvCache empty;
   tally.check(!attention(Isa::scalar, empty, a, scratch.data(), 1024).ok(), "empty cache accepted");
   tally.check(!kv_write(c.view, table.data(), 2, 64, q.data(), q.data()).ok(), "kv_write past the table accepted");

@@ -2,6 +2,8 @@
 // the structure of the shared translators the layout passes rely on.
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "builder/build.h"
 #include "frontend/layout.h"
 #include "frontend/translate.h"
@@ -89,6 +91,44 @@ TEST(Translate, GetRowsContract) {
     EXPECT_EQ(sq->attrs<ir::AxesAttrs>().axes, (std::vector<int64_t>{0, 1}));
     EXPECT_EQ(sq->input(0).node->name(), "inp_tokens");
   }
+}
+
+// FLASH_ATTN_EXT with Gemma 2's logit soft-cap translates (it used to be refused): one
+// ScaledDotProductAttention carrying scale and logit_softcap, then the transpose to GGML's result
+// layout. ALiBi and a non-finite cap are still refused, naming the op.
+TEST(Translate, FlashAttnExtLogitSoftcap) {
+  auto build = [](float max_bias, float softcap) {
+    GgmlGraph g;
+    Ext t = g.symbol("T"), kv = g.symbol("KV");
+    int q = g.input("q", T::F32, {16, t, 4, 1});      // [D, T, H]
+    int k = g.input("k", T::F32, {16, kv, 2, 1});     // [D, KV, Hkv]
+    int v = g.input("v", T::F32, {16, kv, 2, 1});
+    int m = g.input("mask", T::F32, {kv, t, 1, 1});   // [KV, T]
+    g.add_output("o", g.flash_attn_ext(q, k, v, m, 0.25f, max_bias, softcap));  // [16, 4, T]
+    return translate(g);
+  };
+  auto m = build(0.0f, 50.0f);
+  ASSERT_TRUE(m) << m.error().str();
+  auto o = m->output("o");
+  ASSERT_TRUE(o);
+  EXPECT_EQ(o->shape().str(), "[1,?T,4,16]");
+  ASSERT_EQ(o->node->type(), ir::OpType::Transpose);
+  auto sdpa = o->node->input(0).node;
+  ASSERT_EQ(sdpa->type(), ir::OpType::ScaledDotProductAttention);
+  EXPECT_EQ(sdpa->attrs<ir::SdpaAttrs>().scale, 0.25f);
+  EXPECT_EQ(sdpa->attrs<ir::SdpaAttrs>().logit_softcap, 50.0f);
+  EXPECT_FALSE(sdpa->attrs<ir::SdpaAttrs>().causal);
+  EXPECT_EQ(sdpa->n_inputs(), 4u) << "the mask stays additive, added after the cap";
+  auto plain = build(0.0f, 0.0f);
+  ASSERT_TRUE(plain) << plain.error().str();
+  EXPECT_EQ(plain->output("o")->node->input(0).node->attrs<ir::SdpaAttrs>().logit_softcap, 0.0f);
+  auto alibi = build(8.0f, 50.0f);
+  ASSERT_FALSE(alibi);
+  EXPECT_NE(alibi.error().what.find("ALiBi"), std::string::npos) << alibi.error().what;
+  auto inf = build(0.0f, std::numeric_limits<float>::infinity());
+  ASSERT_FALSE(inf);
+  EXPECT_NE(inf.error().what.find("logit_softcap"), std::string::npos) << inf.error().what;
+  EXPECT_NE(inf.error().what.find("FLASH_ATTN_EXT"), std::string::npos) << inf.error().what;
 }
 
 // The whole stories260K graph: inputs and outputs carry the contract's shapes with the same

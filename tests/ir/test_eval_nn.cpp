@@ -1,6 +1,6 @@
 // The reference kernels of the neural-network ops against hand-computed values: Softmax,
 // RMSNorm, MatMul (plain, batched, block weights), RoPE (normal and NeoX), SDPA (causal, mask,
-// GQA), and Variables (ReadValue/Assign through a StateStore).
+// GQA, logit soft-capping), and Variables (ReadValue/Assign through a StateStore).
 #include <cmath>
 #include <cstring>
 
@@ -170,6 +170,42 @@ TEST(EvalNN, SdpaCausalMaskGqa) {
   auto k4 = ops::const_f32({0, 0, 0, 0, 1, 1, 1, 1}, std::vector<int64_t>{1, 1, 2, 4});
   auto d = f32s(eval0(ops::sdpa(q4, k4, v, std::nullopt, false)));  // scores 0 and 4/2 = 2
   EXPECT_FLOAT_EQ(d[0], (10.0f + 20.0f * std::exp(2.0f)) / (1.0f + std::exp(2.0f)));
+}
+
+// Gemma 2's logit soft-cap c: score = c * tanh(q.k * scale / c), THEN the additive mask (ggml's
+// order). One head, S = 1, q = 2, keys {0, 3, -5, 1} (scale 1: raw scores 0, 6, -10, 2), c = 2,
+// mask {0, 0, 1.5, -inf}: capped scores {0, 2 tanh 3, 2 tanh(-5) + 1.5}, key 3 unseen.
+TEST(EvalNN, SdpaLogitSoftcap) {
+  auto q = ops::const_f32({2}, std::vector<int64_t>{1, 1, 1, 1});
+  auto k = ops::const_f32({0, 3, -5, 1}, std::vector<int64_t>{1, 1, 4, 1});
+  auto v = ops::const_f32({10, 20, 40, 1000}, std::vector<int64_t>{1, 1, 4, 1});
+  auto mask = ops::const_f32({0, 0, 1.5f, -INFINITY}, std::vector<int64_t>{1, 1, 1, 4});
+  auto node = ops::sdpa(q, k, v, Value(mask), false, 1.0f, 2.0f);
+  ASSERT_FALSE(node->error()) << node->error()->str();
+  EXPECT_EQ(node->attrs<SdpaAttrs>().logit_softcap, 2.0f);
+  const double s[3] = {0.0, 2.0 * std::tanh(3.0), 2.0 * std::tanh(-5.0) + 1.5}, vs[3] = {10, 20, 40};
+  double num = 0, den = 0;
+  for (int j = 0; j < 3; ++j) num += std::exp(s[j]) * vs[j], den += std::exp(s[j]);
+  const float got = f32s(eval0(node))[0];
+  EXPECT_NEAR(got, num / den, 1e-5 * (num / den)) << "c * tanh(q.k * scale / c) + mask";
+  // the mask added before the cap would give a different value
+  const double before = 2.0 * std::tanh((-10.0 + 1.5) / 2.0);
+  EXPECT_GT(std::fabs(got - (num - std::exp(s[2]) * 40 + std::exp(before) * 40) / (den - std::exp(s[2]) + std::exp(before))), 1e-2);
+  // scale folds into the tanh's argument: scale 0.5, c = 2 -> 2 tanh(q.k / 4)
+  auto half = f32s(eval0(ops::sdpa(q, k, v, std::nullopt, false, 0.5f, 2.0f)));
+  double n2 = 0, d2 = 0;
+  const double raw[4] = {0, 6, -10, 2}, v4[4] = {10, 20, 40, 1000};
+  for (int j = 0; j < 4; ++j) n2 += std::exp(2.0 * std::tanh(raw[j] * 0.5 / 2.0)) * v4[j], d2 += std::exp(2.0 * std::tanh(raw[j] * 0.5 / 2.0));
+  EXPECT_NEAR(half[0], n2 / d2, 1e-5 * (n2 / d2));
+  // softcap 0 is the uncapped op, bit for bit
+  auto off = eval0(ops::sdpa(q, k, v, Value(mask), false, 1.0f, 0.0f));
+  auto plain = eval0(ops::sdpa(q, k, v, Value(mask), false, 1.0f));
+  EXPECT_EQ(std::memcmp(off.bytes(), plain.bytes(), plain.nbytes()), 0);
+  // a non-finite cap is refused by the shape rule, with a hint
+  auto bad = ops::sdpa(q, k, v, std::nullopt, false, 1.0f, INFINITY);
+  ASSERT_TRUE(bad->error());
+  EXPECT_NE(bad->error()->what.find("logit_softcap"), std::string::npos) << bad->error()->what;
+  EXPECT_FALSE(bad->error()->hint.empty());
 }
 
 TEST(EvalNN, VariablesThroughStateStore) {

@@ -1,6 +1,7 @@
 // The PagedAttention reference kernel against ScaledDotProductAttention, bit for bit: three
 // sequences in one call (a prefill from 0, a decode row after 37 cached rows, a chunk of 7 after
-// 10), GQA 4/2, shuffled block tables, with and without a sliding window; and the cache writes.
+// 10), GQA 4/2, shuffled block tables, with and without a sliding window, with and without the
+// logit soft-cap (PagedAttention's optional input 13 = SDPA's logit_softcap); and the cache writes.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -25,7 +26,8 @@ std::vector<float> randv(std::mt19937& g, size_t n) {
   return v;
 }
 
-void run_case(int64_t window) {
+// softcap: 0 builds the 13-input op (no input 13); else input 13 = softcap and SDPA's attribute.
+void run_case(int64_t window, float softcap = 0.0f) {
   std::mt19937 g(7 + static_cast<unsigned>(window));
   const std::vector<Seq> seqs = {{0, 5}, {37, 1}, {10, 7}};
   int64_t T = 0, nblocks = 0;
@@ -71,8 +73,10 @@ void run_case(int64_t window) {
       ops::constant(Tensor::f32({NB, Hkv, BS, S}, vc)), ops::const_i32(past), ops::const_i32(sb), ops::const_i32(bi),
       ops::const_i32(bib), ops::const_i32({max_ctx}, std::vector<int64_t>{}), ops::scalar_f32(0.3f),
       ops::const_i32({window}, std::vector<int64_t>{}), ops::const_f32({}, std::vector<int64_t>{0})};
+  if (softcap != 0.0f) in.logit_softcap = ops::scalar_f32(softcap);
   auto pa = ops::paged_attention(in);
   ASSERT_FALSE(pa->error()) << pa->error()->str();
+  EXPECT_EQ(pa->n_inputs(), softcap != 0.0f ? 14u : 13u);
   EXPECT_EQ(pa->out_shape().str(), "[" + std::to_string(T) + "," + std::to_string(Hq * S) + "]");
   Model m({ops::result(Value(pa, 0), "out"), ops::result(Value(pa, 1), "kc"), ops::result(Value(pa, 2), "vc")}, {});
   auto r = evaluate(m, {});
@@ -101,7 +105,7 @@ void run_case(int64_t window) {
       }
     auto sd = ops::sdpa(ops::constant(Tensor::f32({1, Hq, s.n, S}, qh)), ops::constant(Tensor::f32({1, Hkv, L, S}, kh)),
                         ops::constant(Tensor::f32({1, Hkv, L, S}, vh)), ops::constant(Tensor::f32({1, 1, s.n, L}, mask)),
-                        false, 0.3f);
+                        false, 0.3f, softcap);
     auto rs = evaluate(Model({ops::result(sd, "o")}, {}), {});
     ASSERT_TRUE(static_cast<bool>(rs)) << rs.error().str();
     auto ref = (*rs)[0].to_f32();
@@ -126,6 +130,36 @@ void run_case(int64_t window) {
 
 TEST(PagedAttentionOp, MixedBatchMatchesSdpaBitForBit) { run_case(0); }
 TEST(PagedAttentionOp, SlidingWindowMatchesSdpaBitForBit) { run_case(6); }
+// q.k * 0.3 of random unit vectors (S = 8) reaches ~±3: a cap of 1.5 bends most scores.
+TEST(PagedAttentionOp, LogitSoftcapMatchesSdpaBitForBit) { run_case(0, 1.5f); }
+TEST(PagedAttentionOp, LogitSoftcapSlidingWindowMatchesSdpaBitForBit) { run_case(6, 1.5f); }
+
+// The soft-cap changes the result (the capped op is not silently the plain one), and a non-finite
+// or non-scalar input 13 is refused.
+TEST(PagedAttentionOp, LogitSoftcapIsAppliedAndChecked) {
+  const int64_t T = 3;
+  auto mk = [&](std::optional<Value> cap) {
+    std::mt19937 r(11);
+    ops::PagedAttentionInputs in{
+        ops::constant(Tensor::f32({T, Hq * S}, randv(r, T * Hq * S))), ops::constant(Tensor::f32({T, Hkv * S}, randv(r, T * Hkv * S))),
+        ops::constant(Tensor::f32({T, Hkv * S}, randv(r, T * Hkv * S))), ops::constant(Tensor::f32({1, Hkv, BS, S}, std::vector<float>(Hkv * BS * S))),
+        ops::constant(Tensor::f32({1, Hkv, BS, S}, std::vector<float>(Hkv * BS * S))), ops::const_i32({0}), ops::const_i32({0, T}),
+        ops::const_i32({0}), ops::const_i32({0, 1}), ops::const_i32({T}, std::vector<int64_t>{}), ops::scalar_f32(1.0f),
+        ops::const_i32({0}, std::vector<int64_t>{}), ops::const_f32({}, std::vector<int64_t>{0}), cap};
+    return ops::paged_attention(in);
+  };
+  auto eval_out = [](const NodePtr& pa) { return evaluate(Model({ops::result(Value(pa, 0), "out")}, {}), {}); };
+  auto plain = eval_out(mk(std::nullopt)), zero = eval_out(mk(ops::scalar_f32(0.0f))), capped = eval_out(mk(ops::scalar_f32(1.0f)));
+  ASSERT_TRUE(plain && zero && capped);
+  EXPECT_EQ(std::memcmp((*plain)[0].bytes(), (*zero)[0].bytes(), (*plain)[0].nbytes()), 0) << "input 13 = 0 is off";
+  EXPECT_NE(std::memcmp((*plain)[0].bytes(), (*capped)[0].bytes(), (*plain)[0].nbytes()), 0) << "the cap is applied";
+  auto not_scalar = mk(ops::const_f32({1.0f, 2.0f}, std::vector<int64_t>{2}));
+  ASSERT_TRUE(not_scalar->error());
+  EXPECT_NE(not_scalar->error()->what.find("logit_softcap"), std::string::npos) << not_scalar->error()->what;
+  auto inf = eval_out(mk(ops::scalar_f32(std::numeric_limits<float>::infinity())));
+  ASSERT_FALSE(static_cast<bool>(inf));
+  EXPECT_NE(inf.error().what.find("logit_softcap"), std::string::npos) << inf.error().what;
+}
 
 TEST(PagedAttentionOp, RefusesBadInputs) {
   auto q = ops::parameter(ElementType::f32, {Symbol::named("T"), Symbol::named("W")}, "q");

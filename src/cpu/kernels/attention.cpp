@@ -3,6 +3,7 @@
 #include "cpu/kernels/attention.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -39,6 +40,8 @@ Result<detail::AttnPlan> plan(const KvCache& c, const AttentionQuery& a) {
     return make_error("attention: kv head " + std::to_string(a.kv_head) + " outside [0, " + std::to_string(c.kv_heads) + ")");
   if (a.n_keys < 0 || a.window < 0)
     return make_error("attention: negative key count " + std::to_string(a.n_keys) + " or window " + std::to_string(a.window));
+  if (!std::isfinite(a.softcap))
+    return make_error("attention: logit soft-cap " + std::to_string(a.softcap) + " is not finite", "0 turns it off");
   if (a.n_keys > a.table_len * kKvBlock)
     return make_error("attention: " + std::to_string(a.n_keys) + " keys need " + std::to_string((a.n_keys + kKvBlock - 1) / kKvBlock) +
                           " blocks, the block table has " + std::to_string(a.table_len),
@@ -78,11 +81,14 @@ void attention_scalar(const KvCache& c, const AttentionQuery& a, const detail::A
     const float* q = a.q + qi * a.q_stride;
     float* out = a.out + qi * a.out_stride;
     float* P = scratch + qi * pl.np;
-    // scores
+    // scores: dot * scale, or softcap * tanh(dot * (scale / softcap))
+    const float scale = detail::score_scale(a);
     for (int64_t j = 0; j < pl.n; ++j) {
       const int64_t p = pl.lo + j;
-      P[j] = dot16(q, key_row(c, a.block_table[p / kKvBlock], a.kv_head, p % kKvBlock), S) * a.scale;
+      P[j] = dot16(q, key_row(c, a.block_table[p / kKvBlock], a.kv_head, p % kKvBlock), S) * scale;
     }
+    if (a.softcap != 0.0f)
+      for (int64_t j = 0; j < pl.n; ++j) P[j] = a.softcap * math::tanh(P[j]);
     // softmax weights
     float mx = ninf;
     for (int64_t j = 0; j < pl.n; ++j) mx = math::vmax(P[j], mx);
@@ -201,6 +207,7 @@ Status attention_rows(Isa isa, const KvCache& c, const AttentionBatch& b, int64_
     a.n_keys = static_cast<int64_t>(b.positions[t]) + 1;
     a.window = b.window;
     a.scale = b.scale;
+    a.softcap = b.softcap;
     return a;
   };
   // every item is checked before anything is written

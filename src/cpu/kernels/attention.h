@@ -9,7 +9,12 @@
 // q attending positions [lo, n_keys), lo = window > 0 ? max(0, n_keys - window) : 0, j = p - lo:
 //   dot_j  = math::tree16 of 16 partial sums over d: acc[d % 16] = fma(q[d], k_p[d], acc[d % 16]),
 //            d = 0..S-1 in order, from +0
-//   s_j    = dot_j * scale
+//   s_j    = dot_j * scale                                  softcap == 0 (off)
+//   s_j    = softcap * math::tanh(dot_j * (scale / softcap))  softcap != 0: the logit soft-cap of
+//            Gemma 2 (llama.cpp's FLASH_ATTN_EXT logit_softcap); scale / softcap is one f32
+//            division per query (detail::score_scale), then f32 mul, math::tanh (math.h: the one
+//            tanh of every ISA), f32 mul. The masks (causal, window) are key ranges, so the
+//            additive mask of the graph (0 or -inf, added after the cap) is exactly "in range or not".
 //   m      = max_j s_j                       (exact in any order)
 //   p_j    = math::exp(s_j - m)
 //   sum    = math::tree16 of 16 partial sums over j: acc[j % 16] += p_j, in order from +0
@@ -17,7 +22,9 @@
 // No keys (n_keys == 0) or all scores -inf give zeros (as the IR). NaN in q, K or V gives NaN
 // (which NaN unspecified).
 // SIMD: each row's scores, weights and value sums are computed exactly as above; what the SIMD
-// versions change is only how rows share loads (none of it reaches a row's bits):
+// versions change is only how rows share loads (none of it reaches a row's bits). The soft-cap is
+// a pass over a row's stored scores, lanes over keys: m256/m512::tanh give math::tanh's bits per
+// lane (test_kernels_math), the multiplies are the twin's.
 //  - tiles: attention_queries / attention_rows run several query groups of one kv head and one
 //    block table (consecutive tokens of a sequence) together: each 16-key chunk of K and each
 //    block of V is loaded once for all the rows of the tile that see it. A row still uses only
@@ -33,10 +40,10 @@
 //  - the V sum runs lanes over d, several rows of the tile per pass over a block's keys (rows that
 //    see the same keys of that block), one FMA chain per (row, lane) in key order, the running
 //    sums kept in the output rows between blocks (f32 stores and loads are exact).
-// Against the IR's attention row (sequential dot and sums, libm exp, mul then add) the difference
-// is summation order, FMA and exp's < 1 ulp. Tested (test_kernels_attention): |out - ref| <= 2e-6
-// max|v| against a double reference (6e-8 measured) and against ir/attention_row.h itself
-// (1.4e-7 measured).
+// Against the IR's attention row (sequential dot and sums, libm exp and tanh, mul then add) the
+// difference is summation order, FMA, exp's < 1 ulp and tanh's <= 2 ulp. Tested
+// (test_kernels_attention): |out - ref| <= 2e-6 max|v| against a double reference (6e-8
+// measured; soft-capped 2.3e-7) and against ir/attention_row.h itself (1.4e-7; soft-capped 4.4e-7).
 // Element type: f32 cache. (An f16 cache changes only the K/V row loads.)
 #pragma once
 
@@ -69,6 +76,7 @@ struct AttentionQuery {
   int64_t n_keys = 0;   // the query sees positions [lo, n_keys)
   int64_t window = 0;   // 0: off; else lo = max(0, n_keys - window)
   float scale = 1.0f;
+  float softcap = 0.0f;  // 0: off; else s_j = softcap * tanh(dot_j * (scale / softcap)) (Gemma 2)
 };
 
 // Floats of scratch `attention` needs: nq * (round_up(keys in range, 16) + 17).
@@ -108,6 +116,7 @@ struct AttentionBatch {
   int64_t n_seqs = 1;
   int64_t window = 0;
   float scale = 1.0f;
+  float softcap = 0.0f;  // as AttentionQuery::softcap
 };
 
 // Work items: i = t * kv_heads + kv_head (the group of q heads of that kv head for token t).
@@ -127,6 +136,9 @@ Status kv_write(const KvCache& cache, const int32_t* block_table, int64_t table_
                 const float* v);
 
 namespace detail {
+// What dot_j is multiplied by: scale, or scale / softcap when soft-capping (then s_j is capped).
+// `static` as math.h's functions: the SIMD files never share a copy built with their -m flags.
+static inline float score_scale(const AttentionQuery& a) { return a.softcap != 0.0f ? a.scale / a.softcap : a.scale; }
 // The checked, resolved query: lo, n (keys in range), np = round_up(n, 16).
 struct AttnPlan {
   int64_t lo = 0, n = 0, np = 0;

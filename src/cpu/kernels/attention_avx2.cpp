@@ -8,7 +8,9 @@
 //             and half, partial i of its 8 keys is one register, FMA chain over d = i, i+16, ...
 //             from +0, and tree16 adds the 16 registers lane-wise (scores_t), 2 rows x 2 halves
 //             at a time (each KT load and q broadcast used twice);
-//           scores outside a row's range are never stored;
+//           scores outside a row's range are never stored; the scale is detail::score_scale
+//           (scale, or scale / softcap);
+//   soft-cap: per row with softcap != 0, s = softcap * tanh(s) over its stored scores (m256::tanh);
 //   weights: per row, as softmax (16 partial sums over keys, two registers);
 //   values: per block, lanes over d, 32 dims (4 registers) of up to 3 rows per pass over the
 //           block's keys (rows that see the same keys of the block).
@@ -267,7 +269,7 @@ void attention_tile_avx2(const KvCache& c, const AttnTile& t) {
         sfns[k - 1](qs, KT, S, scl, ps, ms);
       } else {
         for (int m = 0; m < k; ++m)
-          for (int h = 0; h < 2; ++h)  // s = dot * scale
+          for (int h = 0; h < 2; ++h)  // s = dot * score_scale
             store_lanes(ps[m] + 8 * h, ms[2 * m + h], _mm256_mul_ps(dots8(qs[m], kb + 8 * h * S, S), _mm256_set1_ps(scl[m])));
       }
       k = 0;
@@ -281,11 +283,23 @@ void attention_tile_avx2(const KvCache& c, const AttnTile& t) {
                                              m256::tail_mask(std::max<int64_t>(0, hi - c0 - 8)));
       for (int64_t h = 0; h < nq; ++h) {
         const int64_t r = qi * nq + h;
-        qs[k] = A[qi].q + h * A[qi].q_stride, ps[k] = weights(r) + (c0 - lo), ms[2 * k] = m0, ms[2 * k + 1] = m1, scl[k] = A[qi].scale;
+        qs[k] = A[qi].q + h * A[qi].q_stride, ps[k] = weights(r) + (c0 - lo), ms[2 * k] = m0, ms[2 * k + 1] = m1, scl[k] = score_scale(A[qi]);
         if (++k == kMaxMr) flush();
       }
     }
     if (k > 0) flush();
+  }
+
+  // 1b. the logit soft-cap, per row over its stored scores: s = softcap * tanh(s)
+  for (int64_t r = 0; r < R; ++r) {
+    const float cap = A[r / nq].softcap;
+    if (cap == 0.0f) continue;
+    const int64_t n = pl[r / nq].n;
+    float* P = weights(r);
+    for (int64_t j = 0; j < n; j += 8) {
+      const __m256i k = m256::tail_mask(n - j);
+      store_lanes(P + j, k, _mm256_mul_ps(_mm256_set1_ps(cap), m256::tanh(_mm256_maskload_ps(P + j, k))));
+    }
   }
 
   // 2. weights: max, exp, 16 partial sums (two registers)

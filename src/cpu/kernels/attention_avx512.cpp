@@ -7,7 +7,9 @@
 //             partial i of all 16 keys is one register, FMA chain over d = i, i+16, ... from +0,
 //             and tree16 adds the 16 registers lane-wise (scores_t), 4 rows at a time sharing the
 //             KT loads;
-//           scores outside a row's range are never stored;
+//           scores outside a row's range are never stored; the scale is detail::score_scale
+//           (scale, or scale / softcap);
+//   soft-cap: per row with softcap != 0, s = softcap * tanh(s) over its stored scores (m512::tanh);
 //   weights: per row, as softmax (16 partial sums over keys);
 //   values: per block, lanes over d, 64 dims (4 registers) of up to 6 rows per pass over the
 //           block's keys (rows that see the same keys of the block), the running sums kept in the
@@ -239,7 +241,7 @@ void attention_tile_avx512(const KvCache& c, const AttnTile& t) {
         sfns[k - 1](qs, KT, S, scl, ps, ms);
       } else {
         for (int m = 0; m < k; ++m)
-          _mm512_mask_storeu_ps(ps[m], ms[m], _mm512_mul_ps(dots16(qs[m], kb, S), _mm512_set1_ps(scl[m])));  // s = dot * scale
+          _mm512_mask_storeu_ps(ps[m], ms[m], _mm512_mul_ps(dots16(qs[m], kb, S), _mm512_set1_ps(scl[m])));  // s = dot * score_scale
       }
       k = 0;
     };
@@ -250,11 +252,23 @@ void attention_tile_avx512(const KvCache& c, const AttnTile& t) {
       const __mmask16 m = static_cast<__mmask16>(m512::tail_mask(hi - c0) & ~m512::tail_mask(std::max<int64_t>(0, lo - c0)));
       for (int64_t h = 0; h < nq; ++h) {
         const int64_t r = qi * nq + h;
-        qs[k] = A[qi].q + h * A[qi].q_stride, ps[k] = weights(r) + (c0 - lo), ms[k] = m, scl[k] = A[qi].scale;
+        qs[k] = A[qi].q + h * A[qi].q_stride, ps[k] = weights(r) + (c0 - lo), ms[k] = m, scl[k] = score_scale(A[qi]);
         if (++k == kMaxMr) flush();
       }
     }
     if (k > 0) flush();
+  }
+
+  // 1b. the logit soft-cap, per row over its stored scores: s = softcap * tanh(s)
+  for (int64_t r = 0; r < R; ++r) {
+    const float cap = A[r / nq].softcap;
+    if (cap == 0.0f) continue;
+    const int64_t n = pl[r / nq].n;
+    float* P = weights(r);
+    for (int64_t j = 0; j < n; j += 16) {
+      const __mmask16 k = m512::tail_mask(n - j);
+      _mm512_mask_storeu_ps(P + j, k, _mm512_mul_ps(_mm512_set1_ps(cap), m512::tanh(_mm512_maskz_loadu_ps(k, P + j))));
+    }
   }
 
   // 2. weights: max, exp, 16 partial sums

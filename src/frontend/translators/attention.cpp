@@ -4,7 +4,12 @@
 //   FLASH_ATTN_EXT(q [D, T, H], k [D, KV, Hkv], v [Dv, KV, Hkv], mask? [KV, T], scale)
 //     -> [Dv, H, T]: in IR order q [B, H, T, D], k, v [B, Hkv, KV, D] are exactly what
 //     ScaledDotProductAttention takes (GQA included); its [B, H, T, Dv] output is transposed to
-//     [B, T, H, Dv], GGML's result layout. Logit soft-capping is not supported.
+//     [B, T, H, Dv], GGML's result layout. logit_softcap c != 0 (Gemma 2) travels as
+//     SdpaAttrs::logit_softcap: each score is c * tanh(q·k * (scale / c)) before the mask is added,
+//     as ggml computes it. ALiBi (max_bias != 0) is not supported.
+#include <cmath>
+#include <string>
+
 #include "frontend/translate_ctx.h"
 #include "ir/ops.h"
 
@@ -21,12 +26,14 @@ Result<ir::Value> translate_SOFT_MAX(TranslateContext& c) {
 Result<ir::Value> translate_FLASH_ATTN_EXT(TranslateContext& c) {
   const auto& p = c.tensor().p<FlashAttnParams>();
   if (p.max_bias != 0.0f) return c.error("ALiBi (max_bias) is not supported");
-  if (p.logit_softcap != 0.0f) return c.error("logit soft-capping is not supported");
+  if (!std::isfinite(p.logit_softcap))
+    return c.error("logit_softcap " + std::to_string(p.logit_softcap) + " is not finite",
+                   "0 turns soft-capping off; Gemma 2 uses attn_logit_softcapping = 50");
   std::optional<ir::Value> mask;
   if (c.n_src() >= 4) mask = c.in(3);
   float scale = p.scale;
   if (scale == 0.0f) return c.error("scale 0 is not supported (the IR reads 0 as 1/sqrt(D))");
-  auto o = ir::ops::sdpa(c.in(0), c.in(1), c.in(2), mask, false, scale);           // [B, H, T, Dv]
+  auto o = ir::ops::sdpa(c.in(0), c.in(1), c.in(2), mask, false, scale, p.logit_softcap);  // [B, H, T, Dv]
   return ir::Value(ir::ops::transpose(o, {0, 2, 1, 3}));                           // [B, T, H, Dv]
 }
 

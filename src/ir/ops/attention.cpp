@@ -1,9 +1,10 @@
 // ScaledDotProductAttention(q [..., Hq, Tq, S], k [..., Hkv, Tk, S], v [..., Hkv, Tk, Sv],
 // mask?) -> [..., Hq, Tq, Sv]. GQA: query head h reads kv head h / (Hq / Hkv). The mask is
 // additive (f32, broadcast to [..., Hq, Tq, Tk]) or boolean (true = attend). causal: query i sees
-// keys j <= i + (Tk - Tq) (queries are the last Tq positions). scale 0 means 1/sqrt(S). Per query
-// row: scores in f32, max, exp, sum in key order, weighted sum of v in key order; a row that
-// sees no key is 0.
+// keys j <= i + (Tk - Tq) (queries are the last Tq positions). scale 0 means 1/sqrt(S).
+// logit_softcap c != 0 (Gemma 2): each score is c * tanh(dot * (scale / c)) before the mask is
+// added (ggml's FLASH_ATTN_EXT order). Per query row (attention_row.h): scores in f32, max, exp,
+// sum in key order, weighted sum of v in key order; a row that sees no key is 0.
 #include <cmath>
 #include <limits>
 
@@ -18,6 +19,9 @@ using Ports = Result<std::vector<PortType>>;
 using Outs = Result<std::vector<Tensor>>;
 
 Ports infer_ScaledDotProductAttention(InferCtx& c) {
+  if (!std::isfinite(c.attrs<SdpaAttrs>().logit_softcap))
+    return fail("logit_softcap must be finite, got " + std::to_string(c.attrs<SdpaAttrs>().logit_softcap),
+                "0 turns soft-capping off; Gemma 2 uses attn_logit_softcapping = 50");
   for (size_t i = 0; i < 3; ++i)
     if (!is_float(c.type(i))) return fail("input " + std::to_string(i) + " must be a float type");
   const Shape &q = c.shape(0), &k = c.shape(1), &v = c.shape(2);
@@ -81,7 +85,7 @@ Outs eval_ScaledDotProductAttention(const Node& n, std::span<const Tensor> in) {
         const float* Q = q.data() + ((b * Hq + h) * Tq + i) * S;
         sc.assign(static_cast<size_t>(Tk), 0.0f);
         for (int64_t j = 0; j < Tk; ++j) {
-          float s = attention_score(Q, K + j * S, S, scale);
+          float s = attention_score(Q, K + j * S, S, scale, a.logit_softcap);  // capped, then the mask
           if (!mmap.empty()) {
             float m = mask[mmap[((b * Hq + h) * Tq + i) * Tk + j]];
             s = bool_mask ? (m != 0.0f ? s : ninf) : s + m;

@@ -15,6 +15,9 @@
 //  10 scale             f32 []             0 = 1/sqrt(S)
 //  11 sliding_window    i32 []             0 = off; else a query at position p sees keys > p - window
 //  12 alibi_slopes      f32 [Hq] or [0]    score += slope[h] · (key position - query position)
+//  13 logit_softcap     f32 [] (optional)  0 or absent = off; else c: score = c · tanh(dot · (scale / c))
+//                                          before the alibi bias (Gemma 2; a ggflow extension after
+//                                          OpenVINO's 13 inputs, so graphs without it keep 13)
 // Outputs: 0 attention [T, Hq·Sv]; 1, 2 the key and value caches with this step's rows written.
 //
 // The caches are modelled as in/out values, not as hidden state: outputs 1 and 2 alias inputs 3
@@ -28,7 +31,7 @@
 // new token of the step; then each (t, head h) attends to the keys at positions 0..p of its
 // sequence (minus those outside the sliding window), kv head h / (Hq / Hkv). The per-row
 // arithmetic is exactly ScaledDotProductAttention's (ops/attention.cpp): dot product over d in
-// order, times scale, plus the additive mask value 0, max / exp / sum over keys in position order,
+// order, times scale (or soft-capped: c · tanh(dot · (scale / c))), plus the additive mask value 0, max / exp / sum over keys in position order,
 // f32 accumulation of weight · v in position order, one division. Keys that SDPA masks with -inf
 // contribute exactly 0 there, so skipping them here gives the same bits.
 #include <cmath>
@@ -51,10 +54,10 @@ bool is_int(ElementType t) { return t == ElementType::i32 || t == ElementType::i
 Ports infer_PagedAttention(InferCtx& c) {
   static const char* names[] = {"q", "k", "v", "key_cache", "value_cache", "past_lens", "subsequence_begins",
                                 "block_indices", "block_indices_begins", "max_context_len", "scale",
-                                "sliding_window", "alibi_slopes"};
-  static const size_t ranks[] = {2, 2, 2, 4, 4, 1, 1, 1, 1, 0, 0, 0, 1};
-  for (size_t i = 0; i < 13; ++i) {
-    bool want_float = i <= 4 || i == 10 || i == 12;
+                                "sliding_window", "alibi_slopes", "logit_softcap"};
+  static const size_t ranks[] = {2, 2, 2, 4, 4, 1, 1, 1, 1, 0, 0, 0, 1, 0};
+  for (size_t i = 0; i < c.n_in(); ++i) {
+    bool want_float = i <= 4 || i == 10 || i >= 12;
     if (want_float ? !is_float(c.type(i)) : !is_int(c.type(i)))
       return fail(std::string(names[i]) + " must be " + (want_float ? "a float" : "an integer") + " type, not " +
                   std::string(to_string(c.type(i))));
@@ -109,6 +112,9 @@ Outs eval_PagedAttention(const Node& n, std::span<const Tensor> in) {
   std::vector<float> alibi = in[12].to_f32();
   if (!alibi.empty() && static_cast<int64_t>(alibi.size()) != Hq)
     return kernel_error(n, "alibi_slopes has " + std::to_string(alibi.size()) + " values, expected 0 or " + std::to_string(Hq));
+  const float softcap = in.size() > 13 ? in[13].to_f32()[0] : 0.0f;  // 0 = off
+  if (!std::isfinite(softcap))
+    return kernel_error(n, "logit_softcap must be finite, got " + std::to_string(softcap), "0 turns soft-capping off");
 
   if (in[3].type() != ElementType::f32 || in[4].type() != ElementType::f32)
     return kernel_error(n, "the reference kernel keeps f32 caches, got " + std::string(to_string(in[3].type())),
@@ -164,7 +170,7 @@ Outs eval_PagedAttention(const Node& n, std::span<const Tensor> in) {
       const float* Q = q.data() + (t * Hq + h) * S;
       for (int64_t j = 0; j < nk; ++j) {
         const float m = alibi.empty() ? 0.0f : alibi[h] * static_cast<float>(lo + j - p);
-        sc[j] = attention_score(Q, kc + krow[j] * S, S, scale) + m;  // SDPA adds its mask value here
+        sc[j] = attention_score(Q, kc + krow[j] * S, S, scale, softcap) + m;  // SDPA adds its mask value here
       }
       attend_row(sc, [&](int64_t j) { return vc + krow[j] * Sv; }, Sv, out.data() + (t * Hq + h) * Sv);
     }

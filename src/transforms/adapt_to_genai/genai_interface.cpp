@@ -15,6 +15,7 @@
 #include "ir/ops.h"
 #include "ir/verifier.h"
 #include "transforms/adapt_to_genai/adapt_to_genai.h"
+#include "transforms/lm_head.h"
 
 namespace ggflow::transforms {
 
@@ -98,14 +99,15 @@ class GenAIInterface : public pattern::Pass {
     rw.remove_parameter(p);
   }
 
-  // The LM head: Result 'logits' <- MatMul(x [B,1,1,E] -> Squeeze(1) -> [B,1,E], W) -> [B,1,V].
+  // The LM head: Result 'logits' <- MatMul(x [B,1,1,E] -> Squeeze(1) -> [B,1,E], W) -> [B,1,V],
+  // possibly through elementwise ops with scalars (the soft-cap).
   Status fix_lm_head(pattern::Rewriter& rw) {
     for (const auto& r : rw.model().results()) {
       if (r->name() != "logits") continue;
-      ir::NodePtr mm = r->input(0).node;
-      if (mm->type() != ir::OpType::MatMul)
-        return make_error("GenAIInterface: the LM head " + mm->describe() + " is not a MatMul",
-                          "the Result 'logits' must read a MatMul so that a row gather can sit in front");
+      ir::NodePtr mm = lm_head(rw.model());
+      if (!mm)
+        return make_error("GenAIInterface: the LM head " + r->input(0).node->describe() + " is not a MatMul",
+                          "the Result 'logits' must read a MatMul (through scalar ops at most) so that a row gather can sit in front");
       if (mm->input(0).shape().rank() == 4) {
         auto x3 = o::squeeze(mm->input(0), {1});                                             // [B,1,E]
         rw.set_input(mm, 0, x3);

@@ -2,6 +2,7 @@
 // inputs exist (AdaptToGenAI), there is at least one ScaledDotProductAttention, each one's k and
 // v come from a stateful cache Concat (MakeStateful), q is rank 4 with static heads and head size.
 #include "transforms/sdpa_to_paged_attention/sdpa_to_paged_attention.h"
+#include "transforms/lm_head.h"
 
 #include <algorithm>
 #include <set>
@@ -130,10 +131,12 @@ Result<bool> SDPAToPagedAttention::run(ir::Model& m) {
     auto q = o::reshape(o::transpose(L.sdpa->input(0), {0, 2, 1, 3}), std::vector<int64_t>{0, -1}, true);    // [T, H·D]
     auto k = o::reshape(L.k.concat->input(1), std::vector<int64_t>{0, -1}, true);                             // [T, Hkv·D]
     auto v = o::reshape(L.v.concat->input(1), std::vector<int64_t>{0, -1}, true);                             // [T, Hkv·Dv]
+    const auto& attrs = L.sdpa->attrs<ir::SdpaAttrs>();
     ir::ops::PagedAttentionInputs in{q, k, v, kc, vc, past_lens, sub_begins, block_indices, block_begins, max_ctx,
-                                     o::scalar_f32(L.sdpa->attrs<ir::SdpaAttrs>().scale),
-                                     o::const_i32({window_of(L.sdpa)}, std::vector<int64_t>{}),
-                                     o::const_f32({}, std::vector<int64_t>{0})};
+                                     o::scalar_f32(attrs.scale),                                  // f32 []
+                                     o::const_i32({window_of(L.sdpa)}, std::vector<int64_t>{}),  // i32 []
+                                     o::const_f32({}, std::vector<int64_t>{0})};                  // f32 [0]
+    if (attrs.logit_softcap != 0.0f) in.logit_softcap = o::scalar_f32(attrs.logit_softcap);      // f32 [], input 13
     auto pa = o::paged_attention(in);                                                     // [T, H·Dv]
     pa->set_name("paged_attention." + N);
     if (pa->error())
@@ -152,10 +155,8 @@ Result<bool> SDPAToPagedAttention::run(ir::Model& m) {
   for (const char* name : {"beam_idx", "attention_mask"}) rw.remove_parameter(m.parameter(name));
 
   if (options_.sampled_tokens_indices) {
-    auto it = std::find_if(m.results().begin(), m.results().end(), [](const auto& r) { return r->name() == "logits"; });
-    if (it == m.results().end() || (*it)->input(0).node->type() != ir::OpType::MatMul)
-      return precondition("no Result 'logits' reading a MatMul (the LM head)", "run AdaptToGenAI first");
-    ir::NodePtr head = (*it)->input(0).node;
+    ir::NodePtr head = lm_head(m);
+    if (!head) return precondition("no Result 'logits' reading a MatMul (the LM head)", "run AdaptToGenAI first");
     auto idx = param(ir::ElementType::i64, {R}, "sampled_tokens_indices");
     rw.set_input(head, 0, o::gather(head->input(0), idx, 0));                             // [R,1,E]
     caches.push_back(idx);

@@ -11,7 +11,8 @@
 //   q'  = Reshape(Transpose(q, 0,2,1,3), {0,-1})                   [T, H·D]
 //   k'  = Reshape(k_new, {0,-1}), v' likewise                      [T, Hkv·D]
 //   pa  = PagedAttention(q', k', v', key_cache.N, value_cache.N, past_lens, ..., scale,
-//                        sliding_window (the mask's rt_info "sliding_window", else 0), alibi [0])
+//                        sliding_window (the mask's rt_info "sliding_window", else 0), alibi [0]
+//                        [, logit_softcap: SDPA's, as input 13 only when it is not 0])
 //   out = Transpose(Reshape(pa, {0,1,H,D}), 0,2,1,3)               [T, H, 1, D] = SDPA's [B,H,S,D]
 // and Results key_cache.N_out / value_cache.N_out carry the caches the kernel wrote (the caches
 // are in/out values, see ir/ops/paged_attention.cpp). beam_idx, attention_mask, the Assigns and

@@ -1,0 +1,226 @@
+#!/usr/bin/env python3
+"""Write small synthetic GGUF models, one per supported model family and weight type.
+
+Each family keeps its real architecture's shape features (GQA, head size apart from the width,
+biases, Q/K norms, fused tensors, partial rotary, RoPE frequency factors, sliding windows,
+soft-caps, sandwich norms) at small widths (64 wide, 3 layers), with random weights and a real
+tokenizer from ../shared/data/tokenizer where one is at hand (the model is then exactly as
+llama.cpp would load a converted checkpoint of that family). Weight types: F16 and Q8_0 (matrices
+and the embedding; norms, biases and RoPE factors f32, as the converters write them).
+
+Deterministic: the same seed gives the same bytes (numpy's generator, float32 draws), so tests
+regenerate the files into the build directory instead of committing them; the goldens in
+tests/conformance/goldens/family-*.json come from llama.cpp through python/gen_model_goldens.py
+--families DIR.
+
+Scales keep activations O(1) and logits spread over a few units (so top-1 is a clear choice):
+linear weights ~ N(0, 1/fan_in), biases ~ N(0, 0.5), norms ~ 1 + N(0, 0.1), embeddings ~ N(0, 0.4).
+
+usage: make_family_models.py OUT_DIR [--only NAME] [--if-missing] [--list]
+"""
+import argparse
+import math
+import os
+import sys
+
+import numpy as np
+import gguf
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+TOKENIZERS = os.path.normpath(os.path.join(HERE, "..", "..", "shared", "data", "tokenizer"))
+LAYERS = 3
+
+# name -> the family's features. Common: E 64, 4 query heads, 2 KV heads, FFN 128.
+FAMILIES = {
+    "qwen2": dict(arch="qwen2", vocab="qwen2", head_dim=16, qkv_bias=True, rope_base=1e6, tied=True),
+    "qwen3": dict(arch="qwen3", vocab="qwen2", head_dim=32, key_length=True, qk_norm=True, rope_base=1e6, tied=True),
+    "llama3": dict(arch="llama", vocab="llama-bpe", head_dim=16, rope_base=5e5, rope_freqs=True, tied=False),
+    "mistral": dict(arch="llama", vocab="llama-spm", head_dim=16, rope_base=1e4, tied=False, sliding_window=4096),
+    "phi3": dict(arch="phi3", vocab="phi-3", head_dim=16, n_rot=12, rope_base=1e4, fused=True, longrope=True,
+                 tied=False, sliding_window=2047),
+    "gemma2": dict(arch="gemma2", vocab="llama-spm", head_dim=16, key_length=True, rope_base=1e4, tied=True,
+                   sandwich=True, sliding_window=8, softcap=(50.0, 30.0)),
+}
+TYPES = {"f16": gguf.GGMLQuantizationType.F16, "q8_0": gguf.GGMLQuantizationType.Q8_0}
+# Variants without a golden (llama.cpp does not apply what they change): the Mistral model with an
+# 8-token window, which ggflow applies and llama.cpp's llama graph ignores (docs/MODELS.md).
+VARIANTS = {"mistral-window8": ("mistral", dict(sliding_window=8))}
+N_EMBD, N_HEAD, N_HEAD_KV, N_FF = 64, 4, 2, 128
+
+
+def field(reader, key):
+    f = reader.fields.get(key)
+    return None if f is None else f.contents()
+
+
+def llama3_rope_freqs(n_rot, base, factor=8.0, low=1.0, high=4.0, orig=8192):
+    """The Llama 3 frequency factors as convert_hf_to_gguf.py computes rope_freqs.weight."""
+    low_wavelen, high_wavelen = orig / low, orig / high
+    out = []
+    for i in range(0, n_rot, 2):
+        freq = 1.0 / (base ** (i / n_rot))
+        wavelen = 2 * math.pi / freq
+        if wavelen < high_wavelen:
+            out.append(1.0)
+        elif wavelen > low_wavelen:
+            out.append(factor)
+        else:
+            smooth = (orig / wavelen - low) / (high - low)
+            out.append(1 / ((1 - smooth) / factor + smooth))
+    return np.array(out, dtype=np.float32)
+
+
+def write(name, spec, wtype, path, seed):
+    vr = gguf.GGUFReader(os.path.join(TOKENIZERS, f"ggml-vocab-{spec['vocab']}.gguf"))
+    tokens = field(vr, "tokenizer.ggml.tokens")
+    n_vocab = len(tokens)
+    rng = np.random.default_rng(seed)
+    D = spec["head_dim"]
+    HD, KD = N_HEAD * D, N_HEAD_KV * D
+
+    def normal(shape, std):
+        return rng.standard_normal(size=shape, dtype=np.float32) * np.float32(std)
+
+    def matrix(w):  # numpy [out, in]: the GGML [in, out] weight in the chosen type
+        return gguf.quants.quantize(w, TYPES[wtype]), TYPES[wtype]
+
+    def norm(n):
+        return (1 + normal((n,), 0.1)).astype(np.float32)
+
+    arch = spec["arch"]
+    tmp = path + ".tmp"
+    w = gguf.GGUFWriter(tmp, arch)
+    w.add_name(f"synthetic-{name}")
+    w.add_context_length(131072 if spec.get("longrope") else 8192)
+    w.add_embedding_length(N_EMBD)
+    w.add_block_count(LAYERS)
+    w.add_feed_forward_length(N_FF)
+    w.add_head_count(N_HEAD)
+    w.add_head_count_kv(N_HEAD_KV)
+    if spec.get("key_length"):
+        w.add_key_length(D)
+        w.add_value_length(D)
+    if spec.get("n_rot"):
+        w.add_rope_dimension_count(spec["n_rot"])
+    w.add_rope_freq_base(spec["rope_base"])
+    w.add_layer_norm_rms_eps(1e-6)
+    if spec.get("sliding_window"):
+        w.add_sliding_window(spec["sliding_window"])
+    if spec.get("softcap"):
+        w.add_attn_logit_softcapping(spec["softcap"][0])
+        w.add_final_logit_softcapping(spec["softcap"][1])
+    if spec.get("longrope"):
+        w.add_rope_scaling_orig_ctx_len(4096)
+        w.add_rope_scaling_attn_factors(1.19)
+    w.add_file_type(gguf.LlamaFileType.MOSTLY_F16 if wtype == "f16" else gguf.LlamaFileType.MOSTLY_Q8_0)
+    w.add_tokenizer_model(field(vr, "tokenizer.ggml.model"))
+    if field(vr, "tokenizer.ggml.pre") is not None:
+        w.add_tokenizer_pre(field(vr, "tokenizer.ggml.pre"))
+    w.add_token_list(tokens)
+    if field(vr, "tokenizer.ggml.scores") is not None:
+        w.add_token_scores(field(vr, "tokenizer.ggml.scores"))
+    w.add_token_types(field(vr, "tokenizer.ggml.token_type"))
+    if field(vr, "tokenizer.ggml.merges") is not None:
+        w.add_token_merges(field(vr, "tokenizer.ggml.merges"))
+    for key, add in (("bos_token_id", w.add_bos_token_id), ("eos_token_id", w.add_eos_token_id),
+                     ("padding_token_id", w.add_pad_token_id), ("unknown_token_id", w.add_unk_token_id)):
+        v = field(vr, "tokenizer.ggml." + key)
+        if v is not None:
+            add(int(v))
+
+    def tensor(tname, arr_type):
+        arr, ty = arr_type if isinstance(arr_type, tuple) else (arr_type, None)
+        if ty is None:
+            w.add_tensor(tname, arr)
+        else:  # quantized rows: the raw bytes with the float shape
+            w.add_tensor(tname, arr, raw_dtype=ty)
+
+    tensor("token_embd.weight", matrix(normal((n_vocab, N_EMBD), 0.4)))
+    if spec.get("rope_freqs"):
+        tensor("rope_freqs.weight", llama3_rope_freqs(D, spec["rope_base"]))
+    if spec.get("longrope"):
+        n_rot = spec["n_rot"]
+        tensor("rope_factors_long.weight", (1 + rng.random(n_rot // 2, dtype=np.float32) * 20).astype(np.float32))
+        tensor("rope_factors_short.weight", (1 + rng.random(n_rot // 2, dtype=np.float32) * 0.5).astype(np.float32))
+    for il in range(LAYERS):
+        p = f"blk.{il}."
+        tensor(p + "attn_norm.weight", norm(N_EMBD))
+        q, k, v = normal((HD, N_EMBD), N_EMBD ** -0.5), normal((KD, N_EMBD), N_EMBD ** -0.5), normal((KD, N_EMBD), N_EMBD ** -0.5)
+        if spec.get("fused"):
+            tensor(p + "attn_qkv.weight", matrix(np.concatenate([q, k, v], axis=0)))
+        else:
+            tensor(p + "attn_q.weight", matrix(q))
+            tensor(p + "attn_k.weight", matrix(k))
+            tensor(p + "attn_v.weight", matrix(v))
+        if spec.get("qkv_bias"):
+            tensor(p + "attn_q.bias", normal((HD,), 0.5))
+            tensor(p + "attn_k.bias", normal((KD,), 0.5))
+            tensor(p + "attn_v.bias", normal((KD,), 0.5))
+        if spec.get("qk_norm"):
+            tensor(p + "attn_q_norm.weight", norm(D))
+            tensor(p + "attn_k_norm.weight", norm(D))
+        tensor(p + "attn_output.weight", matrix(normal((N_EMBD, HD), HD ** -0.5)))
+        tensor(p + "ffn_norm.weight", norm(N_EMBD))
+        gate, up = normal((N_FF, N_EMBD), N_EMBD ** -0.5), normal((N_FF, N_EMBD), N_EMBD ** -0.5)
+        if spec.get("fused"):
+            tensor(p + "ffn_up.weight", matrix(np.concatenate([gate, up], axis=0)))
+        else:
+            tensor(p + "ffn_gate.weight", matrix(gate))
+            tensor(p + "ffn_up.weight", matrix(up))
+        tensor(p + "ffn_down.weight", matrix(normal((N_EMBD, N_FF), N_FF ** -0.5)))
+        if spec.get("sandwich"):
+            tensor(p + "post_attention_norm.weight", norm(N_EMBD))
+            tensor(p + "post_ffw_norm.weight", norm(N_EMBD))
+    tensor("output_norm.weight", norm(N_EMBD))
+    if not spec["tied"]:
+        tensor("output.weight", matrix(normal((n_vocab, N_EMBD), 0.4)))
+
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    os.replace(tmp, path)
+    return n_vocab
+
+
+def model_names():
+    return [f"{name}-{t}" for name in FAMILIES for t in TYPES]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("out_dir", nargs="?")
+    ap.add_argument("--only", action="append", help="NAME or NAME-TYPE (e.g. phi3, gemma2-q8_0)")
+    ap.add_argument("--seed", type=int, default=20261201)
+    ap.add_argument("--if-missing", action="store_true", help="keep files that exist")
+    ap.add_argument("--list", action="store_true", help="print the model names and exit")
+    a = ap.parse_args()
+    if a.list:
+        print("\n".join(model_names()))
+        return 0
+    if not a.out_dir:
+        ap.error("OUT_DIR is required")
+    os.makedirs(a.out_dir, exist_ok=True)
+    for variant, (base, change) in VARIANTS.items():
+        if a.only and variant not in a.only and variant + "-f16" not in a.only:
+            continue
+        path = os.path.join(a.out_dir, variant + "-f16.gguf")
+        if not (a.if_missing and os.path.exists(path)):
+            fi = list(FAMILIES).index(base)  # the base family's seed: the same weights
+            write(variant + "-f16", dict(FAMILIES[base], **change), "f16", path, a.seed + 100 * fi)
+            print(f"wrote {path} (variant of {base}-f16: {change})")
+    for fi, (name, spec) in enumerate(FAMILIES.items()):
+        for wtype in TYPES:
+            full = f"{name}-{wtype}"
+            if a.only and name not in a.only and full not in a.only:
+                continue
+            path = os.path.join(a.out_dir, full + ".gguf")
+            if a.if_missing and os.path.exists(path):
+                continue
+            n_vocab = write(full, spec, wtype, path, a.seed + 100 * fi)  # both types: the same weights
+            print(f"wrote {path} ({os.path.getsize(path) / 2**20:.1f} MiB, {spec['arch']}, vocab {n_vocab})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
