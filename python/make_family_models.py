@@ -40,6 +40,10 @@ FAMILIES = {
                  tied=False, sliding_window=2047),
     "gemma2": dict(arch="gemma2", vocab="llama-spm", head_dim=16, key_length=True, rope_base=1e4, tied=True,
                    sandwich=True, sliding_window=8, softcap=(50.0, 30.0)),
+    # the dense Gemma 4 with per-layer token embeddings (the second token table), layers 0-1 sliding
+    "gemma4": dict(arch="gemma4", vocab="llama-spm", head_dim=16, key_length=True, qk_norm=True, rope_base=1e6,
+                   tied=True, sandwich=True, sliding_window=8, swa_list=[True, True, False], n_rot_swa=8,
+                   per_layer=32, rope_freqs_global=True, out_scale=True, final_softcap=30.0),
 }
 TYPES = {"f16": gguf.GGMLQuantizationType.F16, "q8_0": gguf.GGMLQuantizationType.Q8_0}
 # Variants without a golden (llama.cpp does not apply what they change): the Mistral model with an
@@ -109,6 +113,17 @@ def write(name, spec, wtype, path, seed):
     if spec.get("softcap"):
         w.add_attn_logit_softcapping(spec["softcap"][0])
         w.add_final_logit_softcapping(spec["softcap"][1])
+    if spec.get("final_softcap"):
+        w.add_final_logit_softcapping(spec["final_softcap"])
+    if spec.get("swa_list"):
+        w.add_array(f"{arch}.attention.sliding_window_pattern", spec["swa_list"])
+        w.add_uint32(f"{arch}.attention.key_length_swa", D)
+        w.add_uint32(f"{arch}.attention.value_length_swa", D)
+        w.add_float32(f"{arch}.rope.freq_base_swa", 1e4)
+        w.add_uint32(f"{arch}.rope.dimension_count", D)
+        w.add_uint32(f"{arch}.rope.dimension_count_swa", spec["n_rot_swa"])
+    if spec.get("per_layer"):
+        w.add_uint32(f"{arch}.embedding_length_per_layer_input", spec["per_layer"])
     if spec.get("longrope"):
         w.add_rope_scaling_orig_ctx_len(4096)
         w.add_rope_scaling_attn_factors(1.19)
@@ -136,6 +151,13 @@ def write(name, spec, wtype, path, seed):
             w.add_tensor(tname, arr, raw_dtype=ty)
 
     tensor("token_embd.weight", matrix(normal((n_vocab, N_EMBD), 0.4)))
+    EPL = spec.get("per_layer", 0)
+    if EPL:  # the per-layer token table [Epl·L, V], its projection from the embeddings, their norm
+        tensor("per_layer_token_embd.weight", matrix(normal((n_vocab, EPL * LAYERS), 0.4)))
+        tensor("per_layer_model_proj.weight", matrix(normal((EPL * LAYERS, N_EMBD), N_EMBD ** -0.5)))
+        tensor("per_layer_proj_norm.weight", norm(EPL))
+    if spec.get("rope_freqs_global"):  # proportional RoPE on the full-attention layers
+        tensor("rope_freqs.weight", (1 + rng.random(D // 2, dtype=np.float32) * 3).astype(np.float32))
     if spec.get("rope_freqs"):
         tensor("rope_freqs.weight", llama3_rope_freqs(D, spec["rope_base"]))
     if spec.get("longrope"):
@@ -171,6 +193,12 @@ def write(name, spec, wtype, path, seed):
         if spec.get("sandwich"):
             tensor(p + "post_attention_norm.weight", norm(N_EMBD))
             tensor(p + "post_ffw_norm.weight", norm(N_EMBD))
+        if EPL:
+            tensor(p + "inp_gate.weight", matrix(normal((EPL, N_EMBD), N_EMBD ** -0.5)))
+            tensor(p + "proj.weight", matrix(normal((N_EMBD, EPL), EPL ** -0.5)))
+            tensor(p + "post_norm.weight", norm(N_EMBD))
+        if spec.get("out_scale"):
+            tensor(p + "layer_output_scale.weight", np.array([0.5 + 0.25 * il], dtype=np.float32))
     tensor("output_norm.weight", norm(N_EMBD))
     if not spec["tied"]:
         tensor("output.weight", matrix(normal((n_vocab, N_EMBD), 0.4)))

@@ -249,7 +249,7 @@ def cases():
         m.set_block_f16("blk.2.attn_v.weight", 0, 0, F16_POS_INF)     # block_q4_0.d
 
     # ---- architecture, RoPE ----
-    @case("unknown_architecture", "unsupported architecture 'mamba' (general.architecture); supported: llama, qwen2, qwen3, phi3, gemma2, gemma3")
+    @case("unknown_architecture", "unsupported architecture 'mamba' (general.architecture); supported: llama, qwen2, qwen3, phi3, gemma2, gemma3, gemma4")
     def _(m):
         m.set("general.architecture", "mamba")
 

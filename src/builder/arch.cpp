@@ -88,11 +88,34 @@ ArchTraits gemma3_traits() {  // src/models/gemma3.cpp
   return t;
 }
 
+ArchTraits gemma4_traits() {  // src/models/gemma4.cpp: the dense models, every layer with its own KV
+  ArchTraits t;
+  t.name = "gemma4";
+  t.models = "Gemma 4 (dense, per-layer embeddings)";
+  t.tested = "F16 and Q8_0 (synthetic)";
+  t.qk_norm = true;
+  t.v_norm = true;
+  t.unit_attn_scale = true;
+  t.sandwich_norms = true;
+  t.embed_scale = true;
+  t.rope_neox = true;
+  t.rope_freqs_global = true;
+  t.per_layer_embd = true;
+  t.layer_out_scale = true;
+  t.ffn_act = FfnAct::gelu_tanh;
+  t.swa = SwaKind::listed;
+  t.keys = {"attention.sliding_window", "attention.sliding_window_pattern", "rope.freq_base_swa",
+            "final_logit_softcapping", "embedding_length_per_layer_input", "attention.key_length_swa",
+            "attention.value_length_swa", "rope.dimension_count_swa", "attention.shared_kv_layers"};
+  return t;
+}
+
 }  // namespace
 
 const std::vector<ArchTraits>& arch_table() {
   static const std::vector<ArchTraits> t{llama_traits(), qwen2_traits(), qwen3_traits(),
-                                         phi3_traits(),  gemma2_traits(), gemma3_traits()};
+                                         phi3_traits(),  gemma2_traits(), gemma3_traits(),
+                                         gemma4_traits()};
   return t;
 }
 
@@ -152,7 +175,11 @@ std::string architectures_markdown() {
     if (t.embed_scale) f.push_back("embeddings × √E");
     if (t.sandwich_norms) f.push_back("sandwich norms");
     if (t.softcap) f.push_back("attention and final logit soft-capping");
+    if (t.v_norm) f.push_back("V RMS norm per head, attention scale 1");
+    if (t.rope_freqs_global) f.push_back("RoPE frequency factors on full-attention layers");
+    if (t.per_layer_embd) f.push_back("per-layer token embeddings");
     if (t.swa == SwaKind::all) f.push_back("sliding window where the file sets one");
+    if (t.swa == SwaKind::listed) f.push_back("sliding window on the layers the file lists");
     if (t.swa == SwaKind::pattern)
       f.push_back("sliding window on " + std::to_string(t.swa_pattern - 1) + " of " + std::to_string(t.swa_pattern) + " layers");
     f.push_back(t.ffn_act == FfnAct::silu ? "SwiGLU" : "GeGLU");

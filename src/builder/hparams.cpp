@@ -132,6 +132,19 @@ Status read_rope_scaling(const gguf::File& f, const std::string& p, const ArchTr
   return {};
 }
 
+// gemma4's attention.sliding_window_pattern: an array of block_count bools (true: the layer slides).
+Status read_layer_list(const gguf::File& f, const std::string& key, HParams& h) {
+  const gguf::Value* v = f.find(key);
+  if (!v) return make_error("model is missing required key '" + key + "'", "the file is incomplete or was converted for another architecture");
+  if (v->type != gguf::ValueType::ARRAY || !v->arr || v->arr->elem != gguf::ValueType::BOOL ||
+      static_cast<int64_t>(v->arr->size) != h.n_layer)
+    return make_error("metadata key '" + key + "' must be an array of " + std::to_string(h.n_layer) +
+                          " bools (one per layer), got " + v->to_string(4),
+                      kBrokenFile);
+  for (int64_t il = 0; il < h.n_layer; ++il) h.swa_layers[il] = v->arr->raw[il] != 0;
+  return {};
+}
+
 // Which layers slide and over how many tokens (ArchTraits::swa), and their RoPE base.
 Status read_sliding_window(const gguf::File& f, const std::string& p, const ArchTraits& arch, HParams& h) {
   h.swa_layers.assign(h.n_layer, false);
@@ -139,12 +152,14 @@ Status read_sliding_window(const gguf::File& f, const std::string& p, const Arch
   const std::string key = p + "attention.sliding_window";
   uint32_t u = 0;
   h.n_swa = arch.swa_default;  // gemma2: 4096 without the key; gemma3 needs it; mistral: no key, no window
-  if (f.has(key) || (arch.swa == SwaKind::pattern && arch.swa_default == 0)) {
+  if (f.has(key) || ((arch.swa == SwaKind::pattern || arch.swa == SwaKind::listed) && arch.swa_default == 0)) {
     if (auto s = need(f, key, u); !s) return s.error();
     h.n_swa = u;
   }
   if (arch.swa == SwaKind::all) {  // mistral: 0 or no key means full attention
     for (int64_t il = 0; il < h.n_layer; ++il) h.swa_layers[il] = h.n_swa > 0;
+  } else if (arch.swa == SwaKind::listed) {  // gemma4: one bool per layer
+    if (auto s = read_layer_list(f, p + "attention.sliding_window_pattern", h); !s) return s.error();
   } else {
     if (h.n_swa <= 0)
       return make_error("metadata key '" + key + "' = " + std::to_string(h.n_swa) +
@@ -164,6 +179,40 @@ Status read_sliding_window(const gguf::File& f, const std::string& p, const Arch
     return make_error("metadata key '" + p + "rope.freq_base_swa' = " + std::to_string(h.rope_base_swa) +
                           ": the RoPE base frequency must be a finite number > 0",
                       kBrokenFile);
+  return {};
+}
+
+// gemma4: the per-layer input width, and what ggflow's subset of it needs: one head size in every
+// layer (key_length_swa = key_length), no layers that share another layer's KV cache.
+Status read_gemma4_keys(const gguf::File& f, const std::string& p, HParams& h) {
+  uint32_t u = 0;
+  if (auto s = need(f, p + "embedding_length_per_layer_input", u); !s) return s.error();
+  h.n_embd_per_layer = u;
+  if (h.n_embd_per_layer <= 0)
+    return make_error("metadata key '" + p + "embedding_length_per_layer_input' = 0: the per-layer inputs need a width", kBrokenFile);
+  for (const char* k : {"attention.key_length_swa", "attention.value_length_swa"}) {
+    if (auto s = need(f, p + k, u); !s) return s.error();
+    if (u != h.head_dim)
+      return make_error("metadata key '" + p + k + "' = " + std::to_string(u) + " differs from the head size " +
+                            std::to_string(h.head_dim) + " of the full-attention layers",
+                        "ggflow builds gemma4 models with one head size in every layer");
+  }
+  h.n_rot_swa = h.n_rot;
+  if (f.has(p + "rope.dimension_count_swa")) {
+    if (auto s = need(f, p + "rope.dimension_count_swa", u); !s) return s.error();
+    h.n_rot_swa = u;
+    if (h.n_rot_swa <= 0 || h.n_rot_swa > h.head_dim || h.n_rot_swa % 2 != 0)
+      return make_error("metadata key '" + p + "rope.dimension_count_swa' = " + std::to_string(h.n_rot_swa) +
+                            ": RoPE rotates an even number of dimensions, at least 2 and at most the head size",
+                        kBrokenFile);
+  }
+  if (f.has(p + "attention.shared_kv_layers")) {
+    if (auto s = need(f, p + "attention.shared_kv_layers", u); !s) return s.error();
+    if (u != 0)
+      return make_error("metadata key '" + p + "attention.shared_kv_layers' = " + std::to_string(u) +
+                            ": layers that reuse another layer's KV cache are not supported",
+                        "ggflow builds gemma4 models where every layer has its own keys and values");
+  }
   return {};
 }
 
@@ -279,6 +328,8 @@ Result<HParams> read_hparams(const gguf::File& f) {
   if (auto s = read_rope_scaling(f, p, *traits, h); !s) return s.error();
   if (auto s = check_vocab(f, p, h); !s) return s.error();
   if (auto s = read_sliding_window(f, p, *traits, h); !s) return s.error();
+  if (traits->per_layer_embd)
+    if (auto s = read_gemma4_keys(f, p, h); !s) return s.error();
   if (traits->softcap) {
     if (auto s = read_softcap(f, p + "attn_logit_softcapping", 50.0f, h.attn_softcap); !s) return s.error();
     if (auto s = read_softcap(f, p + "final_logit_softcapping", 30.0f, h.final_softcap); !s) return s.error();

@@ -21,6 +21,7 @@ enum class SwaKind : uint8_t {
   none,      // no layer (the key, if present, is not read: phi3, as llama.cpp)
   pattern,   // gemma2/gemma3: layer il slides unless il % pattern == pattern - 1
   all,       // llama (mistral): every layer slides when the file sets a window
+  listed,    // gemma4: attention.sliding_window_pattern is an array of one bool per layer
 };
 
 // What distinguishes one dense-transformer architecture from another (arch.cpp: the table).
@@ -39,6 +40,11 @@ struct ArchTraits {
   bool rope_freqs = false;       // llama: rope_freqs.weight [n_rot/2] (Llama 3 frequency scaling)
   bool rope_long_short = false;  // phi3: rope_factors_long/short.weight [n_rot/2] (LongRoPE)
   bool softcap = false;          // gemma2: attention and final logits soft-capped (cap·tanh(x/cap))
+  bool v_norm = false;           // gemma4: RMS norm (no weight) on each head of V
+  bool unit_attn_scale = false;  // gemma4: attention scale 1 (Q and K are normed instead)
+  bool rope_freqs_global = false;// gemma4: rope_freqs.weight on the full-attention layers only
+  bool per_layer_embd = false;   // gemma4: per-layer token embeddings (a second token table)
+  bool layer_out_scale = false;  // gemma4: optional blk.N.layer_output_scale.weight [1]
   FfnAct ffn_act = FfnAct::silu;
   SwaKind swa = SwaKind::none;
   int swa_pattern = 0;           // SwaKind::pattern: gemma3 6, gemma2 2 (the file may override)
@@ -68,6 +74,8 @@ struct HParams {
   int64_t n_layer = 0, n_embd = 0, n_ff = 0, n_head = 0, n_head_kv = 0;
   int64_t head_dim = 0;          // attention.key_length, default n_embd / n_head
   int64_t n_rot = 0;             // rope.dimension_count, default head_dim
+  int64_t n_rot_swa = 0;         // rope.dimension_count_swa (gemma4), default n_rot
+  int64_t n_embd_per_layer = 0;  // embedding_length_per_layer_input (gemma4's per-layer inputs)
   int64_t n_ctx_train = 0;
   int64_t n_vocab = 0;           // rows of token_embd.weight
   int64_t n_swa = 0;             // attention.sliding_window; 0: no layer slides

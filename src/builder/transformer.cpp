@@ -98,6 +98,8 @@ class Builder {
   Result<std::optional<int>> rope_factors() {
     std::string name;
     if (hp_.arch.rope_freqs && has("rope_freqs.weight")) name = "rope_freqs.weight";
+    const bool any_global = std::find(hp_.swa_layers.begin(), hp_.swa_layers.end(), false) != hp_.swa_layers.end();
+    if (hp_.arch.rope_freqs_global && any_global) name = "rope_freqs.weight";  // gemma4: required, as llama.cpp
     if (hp_.arch.rope_long_short && has("rope_factors_short.weight")) {
       if (!has("rope_factors_long.weight"))
         return make_error("model has 'rope_factors_short.weight' but no 'rope_factors_long.weight'",
@@ -129,6 +131,49 @@ class Builder {
 
   int rms(int x, int w) { return g_.mul(g_.rms_norm(x, hp_.rms_eps), w); }
 
+  // gemma4's per-layer inputs (llama.cpp build_inp_per_layer + project_per_layer_inputs), computed
+  // per layer from: the second token table's rows for the step's tokens, and the scaled embeddings.
+  struct PerLayerInputs {
+    int tok_rows = -1;   // f32 [Epl·L, T]: get_rows(per_layer_token_embd, inp_tokens)
+    int embd = -1;       // f32 [E, T]: the scaled embeddings
+    int model_proj = -1, proj_norm = -1;
+  };
+  Status per_layer_inputs(int tokens, int embd, PerLayerInputs& ple) {
+    const int64_t Epl = hp_.n_embd_per_layer, L = hp_.n_layer, E = hp_.n_embd;
+    auto tbl = weight("per_layer_token_embd.weight", {Epl * L, hp_.n_vocab}, 2);
+    auto mp = weight("per_layer_model_proj.weight", {E, Epl * L}, 2);
+    auto pn = weight("per_layer_proj_norm.weight", {Epl}, 1);
+    for (auto* r : {&tbl, &mp, &pn})
+      if (!*r) return r->error();
+    ple.tok_rows = g_.get_rows(*tbl, tokens);                    // [Epl·L, T]: the second token-table lookup
+    g_.set_name(ple.tok_rows, "inp_per_layer");
+    ple.embd = embd, ple.model_proj = *mp, ple.proj_norm = *pn;
+    return {};
+  }
+  // Layer il's input [Epl, T] = (rms_norm(Wp_il·embd / √E) * proj_norm + tok_il · √Epl) / √2, where
+  // Wp_il and tok_il are layer il's rows of the projection and columns of the token rows: every
+  // element is the one llama.cpp computes on the whole [Epl, L, T] tensor. Then the block:
+  // x + rms_norm(proj · (gelu(inp_gate · x) * input)) * post_norm.
+  Status add_per_layer_input(int64_t il, int out_ids, const PerLayerInputs& ple, int& x) {
+    const int64_t Epl = hp_.n_embd_per_layer, L = hp_.n_layer, E = hp_.n_embd;
+    const std::string p = "blk." + std::to_string(il) + ".";
+    auto gate = weight(p + "inp_gate.weight", {E, Epl}, 2), proj = weight(p + "proj.weight", {Epl, E}, 2),
+         post = weight(p + "post_norm.weight", {E}, 1);
+    for (auto* r : {&gate, &proj, &post})
+      if (!*r) return r->error();
+    const Ext T = g_.tensor(ple.tok_rows).ne[1];
+    int tok = g_.view(ple.tok_rows, {Epl, T, 1, 1}, {4, Epl * L * 4, 0, 0}, il * Epl * 4);   // [Epl, T]
+    tok = g_.scale(tok, std::sqrt(static_cast<float>(Epl)));
+    int pr = g_.mul_mat(rows(ple.model_proj, il * Epl, Epl, "l" + std::to_string(il)), ple.embd);  // [Epl, T]
+    pr = rms(g_.scale(pr, 1.0f / std::sqrt(static_cast<float>(E))), ple.proj_norm);
+    int in = g_.scale(g_.add(pr, tok), 1.0f / std::sqrt(2.0f));
+    if (il == hp_.n_layer - 1) in = g_.get_rows(in, out_ids);        // [Epl, O], as x
+    int cur = g_.unary(frontend::GgmlUnary::GELU, g_.mul_mat(*gate, x));   // [Epl, T]
+    cur = rms(g_.mul_mat(*proj, g_.mul(cur, in)), *post);               // [E, T]
+    x = g_.add(x, cur);
+    return {};
+  }
+
   Status run() {
     const int64_t E = hp_.n_embd, D = hp_.head_dim, H = hp_.n_head, Hkv = hp_.n_head_kv, Ekv = hp_.n_embd_kv();
     const Ext T = g_.symbol("T"), KV = g_.symbol("KV"), O = g_.symbol("O");
@@ -149,6 +194,10 @@ class Builder {
     int x = g_.get_rows(*tok_embd, tokens);                       // f32 [E, T]
     g_.set_name(x, "inp_embd");
     if (hp_.arch.embed_scale) x = g_.scale(x, std::sqrt(static_cast<float>(E)));
+    PerLayerInputs ple;
+    if (hp_.arch.per_layer_embd) {
+      if (auto s = per_layer_inputs(tokens, x, ple); !s) return s;
+    }
 
     for (int64_t il = 0; il < hp_.n_layer; ++il) {
       const std::string p = "blk." + std::to_string(il) + ".";
@@ -194,6 +243,9 @@ class Builder {
         if (!kn) return kn.error();
         q = rms(q, *qn), k = rms(k, *kn);
       }
+      if (hp_.arch.v_norm) {
+        v = g_.rms_norm(v, hp_.rms_eps);                                  // gemma4: no weight
+      }
       bool swa = hp_.swa_layers[il];
       frontend::RopeParams rp;
       rp.n_dims = static_cast<int>(hp_.n_rot);
@@ -202,11 +254,13 @@ class Builder {
       rp.freq_base = swa ? hp_.rope_base_swa : hp_.rope_base;
       rp.freq_scale = swa && hp_.arch.rope_base_swa > 0 ? 1.0f : hp_.rope_scale;  // gemma3's local layers: unscaled
       rp.attn_factor = hp_.rope_attn_factor;
-      q = g_.rope(q, pos, *factors, rp);
-      k = g_.rope(k, pos, *factors, rp);
+      if (swa && hp_.n_rot_swa > 0) rp.n_dims = static_cast<int>(hp_.n_rot_swa);
+      const std::optional<int> ff = swa && hp_.arch.rope_freqs_global ? std::nullopt : *factors;  // gemma4: full layers only
+      q = g_.rope(q, pos, ff, rp);
+      k = g_.rope(k, pos, ff, rp);
       g_.set_name(q, "Qcur" + sfx);
       g_.set_name(k, "Kcur" + sfx);
-      float kq_scale = 1.0f / std::sqrt(static_cast<float>(D));
+      float kq_scale = hp_.arch.unit_attn_scale ? 1.0f : 1.0f / std::sqrt(static_cast<float>(D));
       if (hp_.arch.q_scale_in_graph) q = g_.scale(q, hp_.attn_scale), kq_scale = 1.0f;
 
       // the cache: write this step's rows, then read all KV rows back as heads
@@ -254,6 +308,14 @@ class Builder {
         cur = rms(cur, *pn);
       }
       x = g_.add(cur, x);
+      if (hp_.arch.per_layer_embd) {
+        if (auto s = add_per_layer_input(il, out_ids, ple, x); !s) return s;
+      }
+      if (hp_.arch.layer_out_scale && has(p + "layer_output_scale.weight")) {
+        auto sc = W("layer_output_scale.weight", {1}, 1);
+        if (!sc) return sc.error();
+        x = g_.mul(x, *sc);
+      }
       g_.set_name(x, "l_out" + sfx);
     }
     auto onorm = weight("output_norm.weight", {E}, 1);

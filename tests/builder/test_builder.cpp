@@ -124,7 +124,7 @@ TEST(Builder, UnsupportedArchitectureIsNamed) {
   auto m = build_bytes(tiny("mamba"));
   ASSERT_FALSE(m);
   EXPECT_NE(m.error().what.find("unsupported architecture 'mamba'"), std::string::npos) << m.error().str();
-  EXPECT_NE(m.error().hint.find("llama, qwen2, qwen3, phi3, gemma2, gemma3"), std::string::npos) << m.error().str();
+  EXPECT_NE(m.error().hint.find("llama, qwen2, qwen3, phi3, gemma2, gemma3, gemma4"), std::string::npos) << m.error().str();
 }
 
 TEST(Builder, MissingKeyIsNamed) {

@@ -23,5 +23,5 @@ for M in "$DIR"/*.gguf; do
   echo "$name ($arch): inspect, graph and run in 3 layouts ok"
   n=$((n + 1))
 done
-[ "$n" -ge 12 ] || { echo "FAIL: $n family models in $DIR, expected 12"; exit 1; }
+[ "$n" -ge 14 ] || { echo "FAIL: $n family models in $DIR, expected 14 (7 families x F16, Q8_0)"; exit 1; }
 echo "families cli: ok ($n models)"

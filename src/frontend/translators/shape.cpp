@@ -1,8 +1,9 @@
 // Data movement: VIEW, RESHAPE, PERMUTE, TRANSPOSE, CONT, CPY, CONCAT. IR values are always
 // dense, so CONT is the identity and a VIEW is read relative to its (dense) source.
 //   RESHAPE:  TranslateContext::reshape_to (special_zero copies, -1 for the run-time length)
-//   VIEW:     offset 0, contiguous, same element count -> a reshape; otherwise (static shapes
-//             only) a Gather of the flattened source at the element offsets the strides name
+//   VIEW:     offset 0, contiguous, same element count -> a reshape; a column range of every row
+//             of a matrix -> a Slice (dynamic rows allowed); otherwise (static shapes only) a
+//             Gather of the flattened source at the element offsets the strides name
 //   PERMUTE:  Transpose with the IR permutation of layout.h; TRANSPOSE swaps the last two axes
 //   CPY:      Convert to the destination type (+ reshape to the destination's shape)
 //   CONCAT:   Concat on the IR axis of the GGML dim
@@ -42,6 +43,14 @@ Result<ir::Value> translate_VIEW(TranslateContext& c) {
     auto r = c.reshape_to(c.in(0), c.out_shape());
     if (!r) return r.error();
     return ir::Value(*r);
+  }
+  // A column range of every row of a matrix [R, rows] (gemma4's per-layer inputs: layer il's
+  // slice of each token's row): a Slice on the innermost IR axis, rows may be dynamic.
+  const bool whole_rows = ne[1] == sne[1] && ne[2].is(1) && ne[3].is(1) && sne[2].is(1) && sne[3].is(1);
+  if (whole_rows && p.nb[0] == es && sne[0].is_static() && ne[0].is_static() && p.nb[1] == sne[0].n * es &&
+      p.offset % es == 0 && p.offset / es + ne[0].n <= sne[0].n) {
+    const int64_t b = p.offset / es;
+    return ir::Value(ir::ops::slice(c.in(0), {b}, {b + ne[0].n}, {1}, {3}));                  // [1, 1, rows, ne0]
   }
   if (!all_static) return c.error("a strided or offset view needs static shapes");
   std::vector<int64_t> idx;
