@@ -193,7 +193,9 @@ void add(CLI::App& app, int& rc) {
       return;
     }
     // The file is opened once: the tokenizer and every layout's model come from this mapping.
-    auto file = runtime::ModelFile::open(o->model, builder::BuildOptions{.flash_attn = !o->no_fa});
+    // n_ctx: the paged pool's tokens, the longest context a request can reach (phi3 LongRoPE's factors)
+    auto file = runtime::ModelFile::open(o->model, builder::BuildOptions{.flash_attn = !o->no_fa,
+                                                                        .n_ctx = int64_t(o->kv_blocks) * 32});
     if (!file) {
       rc = fail("run", file.error());
       return;

@@ -64,6 +64,10 @@ Result<std::unique_ptr<pipeline::ContinuousBatchingPipeline>> load(const Opts& o
     return make_error("--ctx-size " + std::to_string(context) + " does not fit the KV cache: " + std::to_string(blocks) +
                           " blocks x 32 tokens = " + std::to_string(capacity) + " tokens",
                       "lower --ctx-size or raise --kv-cache");
+  if (hp.arch.rope_long_short && context > hp.n_ctx_orig) {  // phi3 LongRoPE: the long factors (builder/build.h)
+    file = runtime::ModelFile::open(o.model, builder::BuildOptions{.n_ctx = context});
+    if (!file) return file.error();
+  }
   serving::EngineConfig cfg;
   cfg.num_blocks = int32_t(blocks);
   cfg.max_num_seqs = o.parallel;

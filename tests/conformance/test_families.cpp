@@ -163,6 +163,23 @@ TEST(MistralSlidingWindow, AppliedOnEveryLayer) {
   transforms::layout_checks::paged_batched_and_chunked(narrow, 20, 2);
 }
 
+// phi3 LongRoPE: the short factors up to rope.scaling.original_context_length (4096 in the
+// family model), the long ones beyond (BuildOptions::n_ctx, as llama.cpp picks them per context).
+TEST(Phi3LongRope, FactorsFollowTheContext) {
+  const std::string path = path_of("phi3-f16");
+  GGFLOW_REQUIRE_FILE(path, path + " is missing (the family_models ctest fixture writes it)");
+  auto file = gguf::File::open(path);
+  ASSERT_TRUE(file) << file.error().str();
+  for (int64_t n_ctx : {0, 4096, 4097, 131072}) {
+    auto m = builder::build(*file, builder::BuildOptions{.n_ctx = n_ctx});
+    ASSERT_TRUE(m) << m.error().str();
+    std::string factors;
+    for (const auto& t : m->graph.tensors())
+      if (t.name.rfind("rope_factors_", 0) == 0) factors = t.name;
+    EXPECT_EQ(factors, n_ctx > 4096 ? "rope_factors_long.weight" : "rope_factors_short.weight") << "n_ctx " << n_ctx;
+  }
+}
+
 // Every family of the architecture table has goldens in both weight types.
 TEST(FamilyTable, EveryArchitectureHasGoldens) {
   const auto models = family_models();
