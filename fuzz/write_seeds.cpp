@@ -1,7 +1,7 @@
 // write_seeds DIR: the generated part of the fuzzers' seed corpora (scripts/fuzz.sh runs it; the
 // hand-written part is committed under fuzz/seeds/<target>/).
-//   DIR/gguf/            for fuzz_gguf and fuzz_gguf_graph: tiny models the builder accepts (llama
-//                        with a SentencePiece vocabulary, qwen2 with byte-level BPE, gemma3 with
+//   DIR/gguf/            for fuzz_gguf and fuzz_gguf_graph: tiny models the builder accepts (every
+//                        architecture; llama with a SentencePiece vocabulary, qwen2 with byte-level BPE, gemma3 with
 //                        WordPiece), each with a chat template, so mutations start from files
 //                        that reach the graph builder, the tokenizer reader and the template
 //                        parser; and the llama one with each hyper-parameter at an extreme value
@@ -49,7 +49,10 @@ void add_weights(Writer& w, const std::string& arch, uint64_t n_vocab, const Ove
   std::vector<std::pair<std::string, uint32_t>> u32 = {
       {"block_count", 1}, {"embedding_length", 8}, {"feed_forward_length", 16}, {"attention.head_count", 2},
       {"attention.head_count_kv", 1}, {"context_length", 64}};
-  if (arch == "gemma3") u32.push_back({"attention.sliding_window", 16});
+  if (arch == "gemma3" || arch == "gemma2" || arch == "gemma4") u32.push_back({"attention.sliding_window", 16});
+  if (arch == "gemma4")
+    for (const char* k : {"embedding_length_per_layer_input", "attention.key_length_swa", "attention.value_length_swa"})
+      u32.push_back({k, 4});
   if (!o.key.empty()) {
     bool replaced = false;
     for (auto& [k, v] : u32)
@@ -66,28 +69,50 @@ void add_weights(Writer& w, const std::string& arch, uint64_t n_vocab, const Ove
     for (float& x : v) x = float(int((state = state * 1664525u + 1013904223u) >> 24) - 128) / 256.0f;
     (void)w.add_tensor_f32(n, ne, v);
   };
+  const bool fused = arch == "phi3";
   t("token_embd.weight", {8, n_vocab});
   t("output_norm.weight", {8});
   t("blk.0.attn_norm.weight", {8});
-  t("blk.0.attn_q.weight", {8, 8});
-  t("blk.0.attn_k.weight", {8, 4});
-  t("blk.0.attn_v.weight", {8, 4});
+  if (fused) {  // phi3: fused QKV and gate/up, LongRoPE factors
+    t("blk.0.attn_qkv.weight", {8, 16});
+    t("blk.0.ffn_up.weight", {8, 32});
+    t("rope_factors_long.weight", {2});
+    t("rope_factors_short.weight", {2});
+  } else {
+    t("blk.0.attn_q.weight", {8, 8});
+    t("blk.0.attn_k.weight", {8, 4});
+    t("blk.0.attn_v.weight", {8, 4});
+    t("blk.0.ffn_gate.weight", {8, 16});
+    t("blk.0.ffn_up.weight", {8, 16});
+  }
   t("blk.0.attn_output.weight", {8, 8});
   t("blk.0.ffn_norm.weight", {8});
-  t("blk.0.ffn_gate.weight", {8, 16});
-  t("blk.0.ffn_up.weight", {8, 16});
   t("blk.0.ffn_down.weight", {16, 8});
   if (arch == "qwen2") {
     t("blk.0.attn_q.bias", {8});
     t("blk.0.attn_k.bias", {4});
     t("blk.0.attn_v.bias", {4});
   }
-  if (arch == "gemma3") {
+  if (arch == "gemma3" || arch == "qwen3" || arch == "gemma4") {
     t("blk.0.attn_q_norm.weight", {4});
     t("blk.0.attn_k_norm.weight", {4});
+  }
+  if (arch == "gemma2" || arch == "gemma3" || arch == "gemma4") {
     t("blk.0.post_attention_norm.weight", {8});
     t("blk.0.post_ffw_norm.weight", {8});
   }
+  if (arch == "gemma4") {  // per-layer embeddings (width 4), one full-attention layer with rope_freqs
+    w.set_arr_bool("gemma4.attention.sliding_window_pattern", {0});
+    t("rope_freqs.weight", {2});
+    t("per_layer_token_embd.weight", {4, n_vocab});
+    t("per_layer_model_proj.weight", {8, 4});
+    t("per_layer_proj_norm.weight", {4});
+    t("blk.0.inp_gate.weight", {8, 4});
+    t("blk.0.proj.weight", {4, 8});
+    t("blk.0.post_norm.weight", {8});
+    t("blk.0.layer_output_scale.weight", {1});
+  }
+  if (arch == "llama" && o.key == "attention.sliding_window") t("rope_freqs.weight", {2});  // llama 3 + mistral
 }
 
 const char* kChatMl =
@@ -103,7 +128,7 @@ const char* kGemma =
     "{%- if add_generation_prompt -%}{{ '<start_of_turn>model\n' }}{%- endif -%}";
 
 // llama + SentencePiece: control tokens, the 256 byte-fallback tokens, a few scored pieces.
-std::string tiny_llama_spm(const Override& o = {}) {
+std::string tiny_llama_spm(const Override& o = {}, const std::string& arch = "llama") {
   std::vector<std::string> tokens = {"<unk>", "<s>", "</s>"};
   std::vector<int32_t> types = {2, 3, 3};
   for (int b = 0; b < 256; ++b) {
@@ -120,7 +145,7 @@ std::string tiny_llama_spm(const Override& o = {}) {
   std::vector<float> scores;
   for (size_t i = 0; i < tokens.size(); ++i) scores.push_back(-float(i));
   Writer w;
-  add_weights(w, "llama", tokens.size(), o);
+  add_weights(w, arch, tokens.size(), o);
   w.set_str("tokenizer.ggml.model", "llama");
   w.set_arr_str("tokenizer.ggml.tokens", tokens);
   w.set_arr_f32("tokenizer.ggml.scores", scores);
@@ -215,6 +240,11 @@ int main(int argc, char** argv) {
   write_file(dir / "gguf" / "tiny-llama-spm.gguf", tiny_llama_spm());
   write_file(dir / "gguf" / "tiny-qwen2-bpe.gguf", tiny_qwen2_bpe());
   write_file(dir / "gguf" / "tiny-gemma3-wpm.gguf", tiny_gemma3_wpm());
+  // The other families (builder/arch.cpp) on the SentencePiece vocabulary, and a llama 3 +
+  // mistral one (rope_freqs, a sliding window on every layer).
+  const char* families[] = {"qwen3", "phi3", "gemma2", "gemma4"};
+  for (const char* a : families) write_file(dir / "gguf" / ("tiny-" + std::string(a) + "-spm.gguf"), tiny_llama_spm({}, a));
+  write_file(dir / "gguf" / "tiny-llama3-mistral-spm.gguf", tiny_llama_spm({"attention.sliding_window", 4}));
   // The tiny llama with one hyper-parameter at an extreme (zero, huge, inconsistent with the
   // tensors): the builder must refuse each with an error, never allocate or loop by it.
   const Override extremes[] = {
@@ -253,7 +283,7 @@ int main(int argc, char** argv) {
     c.erase("name");
     write_file(dir / "fuzz_jinja" / templates[i].stem(), src + std::string(1, '\0') + c.dump());
   }
-  std::printf("write_seeds: %zu tiny models, %d tokenizer lines, %zu templates\n", 3 + std::size(extremes), n_tok,
+  std::printf("write_seeds: %zu tiny models, %d tokenizer lines, %zu templates\n", 4 + std::size(families) + std::size(extremes), n_tok,
               templates.size());
   return 0;
 }

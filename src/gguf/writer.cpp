@@ -86,6 +86,10 @@ void Writer::set_arr_u8(const std::string& k, const std::vector<uint8_t>& v) {
   auto p = array_payload(ValueType::UINT8, v);
   set_scalar(k, ValueType::ARRAY, p.data(), p.size());
 }
+void Writer::set_arr_bool(const std::string& k, const std::vector<uint8_t>& v) {
+  auto p = array_payload(ValueType::BOOL, v);  // one byte per bool, 0 or 1
+  set_scalar(k, ValueType::ARRAY, p.data(), p.size());
+}
 
 Status Writer::add_tensor(const std::string& name, GgmlType type, std::vector<uint64_t> ne,
                           std::span<const uint8_t> data) {

@@ -33,6 +33,7 @@ class Writer {
   void set_arr_i32(const std::string& k, const std::vector<int32_t>& v);
   void set_arr_f32(const std::string& k, const std::vector<float>& v);
   void set_arr_u8(const std::string& k, const std::vector<uint8_t>& v);
+  void set_arr_bool(const std::string& k, const std::vector<uint8_t>& v);  // 0 or 1 each
 
   // `ne` in GGML order (innermost first); `data` must be exactly the tensor's byte size.
   Status add_tensor(const std::string& name, GgmlType type, std::vector<uint64_t> ne,
