@@ -92,6 +92,19 @@ void references(Cache& c, const std::vector<int32_t>& table, int64_t kvh, const 
   }
 }
 
+// Keys ~ 0.5·N(0,1) (q.k of order sqrt(S) * 0.5: softmax weights from peaked to flat) and values
+// ~ N(0,1) at positions [lo, n_keys) of kv heads [h0, h1).
+void fill_kv(Cache& c, const std::vector<int32_t>& table, int64_t h0, int64_t h1, int64_t lo, int64_t n_keys,
+             std::mt19937& rng, std::normal_distribution<float>& nd01) {
+  for (int64_t p = lo; p < n_keys; ++p)
+    for (int64_t h = h0; h < h1; ++h) {
+      float* kr = c.krow(table[p / kKvBlock], h, p % kKvBlock);
+      float* vr = c.vrow(table[p / kKvBlock], h, p % kKvBlock);
+      for (int64_t d = 0; d < c.view.head_size; ++d) kr[d] = 0.5f * nd01(rng);
+      for (int64_t d = 0; d < c.view.v_size; ++d) vr[d] = nd01(rng);
+    }
+}
+
 // The twin's worst error over nq query rows (row i at q + i*qs, output row at twin + i*os), relative
 // to the largest |v| in range: against the double reference and against the IR's f32 row.
 std::pair<double, double> twin_errors(Cache& c, const std::vector<int32_t>& table, int64_t kvh, const float* q, int64_t qs,
@@ -133,14 +146,7 @@ TEST(KernelsAttention, Sweep) {
           std::shuffle(table.begin(), table.end(), rng);
           table.resize(nblk);
           const int64_t lo = window > 0 ? std::max<int64_t>(0, n_keys - window) : 0;
-          // q.k of order sqrt(S) * 0.5: softmax weights from peaked to flat
-          for (int64_t p = lo; p < n_keys; ++p)
-            for (int64_t h = 0; h < kv_heads; ++h) {
-              float* kr = c.krow(table[p / kKvBlock], h, p % kKvBlock);
-              float* vr = c.vrow(table[p / kKvBlock], h, p % kKvBlock);
-              for (int64_t d = 0; d < S; ++d) kr[d] = 0.5f * nd01(rng);
-              for (int64_t d = 0; d < Sv; ++d) vr[d] = nd01(rng);
-            }
+          fill_kv(c, table, 0, kv_heads, lo, n_keys, rng, nd01);
           const int64_t qs = S + 3, os = Sv + 1;
           std::vector<float> q(nq * qs);
           for (float& f : q) f = nd01(rng);
@@ -209,12 +215,7 @@ TEST(KernelsAttention, SoftCapSweep) {
             std::shuffle(table.begin(), table.end(), rng);
             table.resize(nblk);
             const int64_t lo = window > 0 ? std::max<int64_t>(0, n_keys - window) : 0;
-            for (int64_t p = lo; p < n_keys; ++p) {
-              float* kr = c.krow(table[p / kKvBlock], kvh, p % kKvBlock);
-              float* vr = c.vrow(table[p / kKvBlock], kvh, p % kKvBlock);
-              for (int64_t d = 0; d < S; ++d) kr[d] = 0.5f * nd01(rng);
-              for (int64_t d = 0; d < Sv; ++d) vr[d] = nd01(rng);
-            }
+            fill_kv(c, table, kvh, kvh + 1, lo, n_keys, rng, nd01);
             const int64_t qs = S + 1, os = Sv + 2;
             std::vector<float> q(nq * qs);
             for (float& f : q) f = nd01(rng);
