@@ -7,6 +7,7 @@
 #include "builder/build.h"
 #include "frontend/layout.h"
 #include "frontend/translate.h"
+#include "ir/evaluator.h"
 #include "ir/ops.h"
 
 namespace ggflow::frontend {
@@ -129,6 +130,36 @@ TEST(Translate, FlashAttnExtLogitSoftcap) {
   ASSERT_FALSE(inf);
   EXPECT_NE(inf.error().what.find("logit_softcap"), std::string::npos) << inf.error().what;
   EXPECT_NE(inf.error().what.find("FLASH_ATTN_EXT"), std::string::npos) << inf.error().what;
+}
+
+// VIEW of a column range of every row of [R, T] (gemma4's per-layer inputs: layer il's Epl columns
+// of each token's row), with the token count dynamic: a Slice on the innermost IR axis, and the
+// values are the view's elements.
+TEST(Translate, ViewOfAColumnRangeWithDynamicRows) {
+  GgmlGraph g;
+  Ext t = g.symbol("T");
+  int x = g.input("x", T::F32, {12, t, 1, 1});                          // [R = 12, T]
+  g.add_output("v", g.view(x, {4, t, 1, 1}, {4, 12 * 4, 0, 0}, 8 * 4));  // columns 8..11 of every row
+  auto m = translate(g);
+  ASSERT_TRUE(m) << m.error().str();
+  auto v = m->output("v");
+  ASSERT_TRUE(v);
+  EXPECT_EQ(v->shape().str(), "[1,1,?T,4]");
+  EXPECT_EQ(v->node->type(), ir::OpType::Slice);
+  std::vector<float> in(3 * 12);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = float(i);
+  auto r = ir::evaluate_named(*m, {{"x", ir::Tensor::f32({1, 1, 3, 12}, in)}});
+  ASSERT_TRUE(r) << r.error().str();
+  const auto got = (*r)[0].to_f32();
+  ASSERT_EQ(got.size(), 12u);
+  for (int row = 0; row < 3; ++row)
+    for (int c = 0; c < 4; ++c) EXPECT_EQ(got[row * 4 + c], float(row * 12 + 8 + c)) << row << "," << c;
+  // a range that leaves the row is not this case: with a dynamic T it is refused, not misread
+  GgmlGraph bad;
+  Ext bt = bad.symbol("T");
+  int bx = bad.input("x", T::F32, {12, bt, 1, 1});
+  bad.add_output("v", bad.view(bx, {4, bt, 1, 1}, {4, 12 * 4, 0, 0}, 10 * 4));
+  EXPECT_FALSE(translate(bad).ok());
 }
 
 // The whole stories260K graph: inputs and outputs carry the contract's shapes with the same
