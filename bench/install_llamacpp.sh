@@ -9,7 +9,7 @@
 set -euo pipefail
 VERSION=${LLAMA_CPP_PYTHON_VERSION:-0.3.36}
 DIR=${1:-$HOME/.cache/ggflow/llama.cpp-$VERSION}
-if [ -x "$DIR/build/bin/llama-bench" ] && [ -x "$DIR/build/bin/llama-batched-bench" ] \
+if grep -q -- "-mno-amx-int8" "$DIR/build/CMakeCache.txt" 2>/dev/null && [ -x "$DIR/build/bin/llama-bench" ] && [ -x "$DIR/build/bin/llama-batched-bench" ] \
    && [ -x "$DIR/build/bin/llama-server" ] && [ -x "$DIR/build/bin/llama-quantize" ]; then
   echo "$DIR/build/bin"; exit 0
 fi
@@ -19,7 +19,11 @@ if [ ! -d src ]; then
   python3 -m pip download --quiet --no-deps --no-binary :all: "llama-cpp-python==$VERSION" -d dl >&2
   mkdir -p src && tar -xzf dl/llama_cpp_python-"$VERSION".tar.gz -C src --strip-components=1
 fi
+# AMX off: on a host that reports AMX but runs in a VM that does not grant the tile state, llama.cpp's
+# AMX matmul crashes (SIGSEGV in ggml_backend_amx_mul_mat, seen 2026-12-01); its AVX-512 / AVX2
+# paths (repacked Q4_0 included) stay on. Explicit -mno-* flags win over -march=native in GCC.
 cmake -S src/vendor/llama.cpp -B build -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=ON -DLLAMA_CURL=OFF \
+  -DCMAKE_C_FLAGS="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16" -DCMAKE_CXX_FLAGS="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16" \
   -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=ON -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON \
   -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF >&2
 cmake --build build -j"${JOBS:-2}" --target llama-bench llama-batched-bench llama-server llama-quantize >&2
