@@ -655,8 +655,10 @@ def check_drain_cancels(srv, name, eos, headers):
     res = {}
 
     def go(key, stream):
+        # Greedy, with the end-of-sequence token and the first ids (SmolLM2's <|endoftext|>, <|im_start|>:
+        # other end-of-generation tokens) biased away, so that the stream is still running at SIGTERM.
         body = {"model": name, "messages": msgs("Tell me a very long story about a castle."), "max_tokens": 900,
-                "temperature": 0.7, "seed": 2, "stream": stream, "logit_bias": {str(eos): -100}}
+                "temperature": 0, "stream": stream, "logit_bias": {str(t): -100 for t in sorted({0, 1, 2, eos})}}
         conn = srv.connection(timeout=60)
         try:
             conn.request("POST", "/v1/chat/completions", body=json.dumps(body),
@@ -688,7 +690,7 @@ def check_drain_cancels(srv, name, eos, headers):
         waiting = srv.metrics().get("ggflow:num_requests_waiting")
         time.sleep(0.05)
     if not c.check(running == 1 and waiting == 1, "drain: one stream runs and one request waits before SIGTERM",
-                   f"running {running}, waiting {waiting}"):
+                   f"running {running}, waiting {waiting}, finished already: {res}"):
         srv.stop()
         return
     t0 = time.monotonic()
