@@ -68,8 +68,9 @@ def row_summary(row):
 
 def plain_buffers():
     """Model parameters with llama.cpp's extra buffer types off (the repacked / AMX weight layouts):
-    llama-cpp-python 0.3.36's repacked Q8_0 path crashes (SIGSEGV) on the family models' 64-wide
-    matrices; the plain ggml-cpu kernels compute the same function. Used for the family models."""
+    with them, llama-cpp-python 0.3.36 crashed (SIGSEGV) on the family models' Q8_0 files on a host
+    that reports AMX inside a VM (llama-bench showed the crash in ggml_backend_amx_mul_mat); the plain
+    ggml-cpu kernels compute the same function. Used for the family models."""
     p = ORIG_DEFAULT_PARAMS()
     p.use_extra_bufts = False
     return p
