@@ -86,6 +86,19 @@ Status check_vocab(const gguf::File& f, const std::string& p, HParams& h) {
   return {};
 }
 
+// A rotary width (`key`, when the file has it) into `out`: even, at least 2, at most the head size.
+Status read_rot(const gguf::File& f, const std::string& key, int64_t head_dim, int64_t& out) {
+  if (!f.has(key)) return {};
+  uint32_t u = 0;
+  if (auto s = need(f, key, u); !s) return s.error();
+  out = u;
+  if (out <= 0 || out > head_dim || out % 2 != 0)
+    return make_error("metadata key '" + key + "' = " + str(out) +
+                          ": RoPE rotates an even number of dimensions, at least 2 and at most the head size " + str(head_dim),
+                      kBrokenFile);
+  return {};
+}
+
 // All keys the architecture reads, for the error on an unknown one.
 std::string known_keys(const ArchTraits& t) {
   std::string s;
@@ -156,15 +169,15 @@ Status read_sliding_window(const gguf::File& f, const std::string& p, const Arch
     if (auto s = need(f, key, u); !s) return s.error();
     h.n_swa = u;
   }
-  if (arch.swa == SwaKind::all) {  // mistral: 0 or no key means full attention
+  if (arch.swa != SwaKind::all && h.n_swa <= 0)  // mistral: 0 or no key means full attention
+    return make_error("metadata key '" + key + "' = " + std::to_string(h.n_swa) +
+                          ": the sliding window must hold at least one token",
+                      kBrokenFile);
+  if (arch.swa == SwaKind::all) {
     for (int64_t il = 0; il < h.n_layer; ++il) h.swa_layers[il] = h.n_swa > 0;
   } else if (arch.swa == SwaKind::listed) {  // gemma4: one bool per layer
     if (auto s = read_layer_list(f, p + "attention.sliding_window_pattern", h); !s) return s.error();
   } else {
-    if (h.n_swa <= 0)
-      return make_error("metadata key '" + key + "' = " + std::to_string(h.n_swa) +
-                            ": the sliding window must hold at least one token",
-                        kBrokenFile);
     int pattern = arch.swa_pattern;
     if (f.has(p + "attention.sliding_window_pattern")) {
       if (auto s = need(f, p + "attention.sliding_window_pattern", u); !s) return s.error();
@@ -174,6 +187,7 @@ Status read_sliding_window(const gguf::File& f, const std::string& p, const Arch
     for (int64_t il = 0; il < h.n_layer; ++il) h.swa_layers[il] = pattern > 0 && (il % pattern) < pattern - 1;
   }
   h.rope_base_swa = arch.rope_base_swa > 0 ? arch.rope_base_swa : h.rope_base;
+  h.rope_scale_swa = arch.rope_base_swa > 0 ? 1.0f : h.rope_scale;  // gemma3's local layers: unscaled
   if (auto s = maybe(f, p + "rope.freq_base_swa", h.rope_base_swa); !s) return s.error();
   if (!std::isfinite(h.rope_base_swa) || h.rope_base_swa <= 0)
     return make_error("metadata key '" + p + "rope.freq_base_swa' = " + std::to_string(h.rope_base_swa) +
@@ -198,14 +212,7 @@ Status read_gemma4_keys(const gguf::File& f, const std::string& p, HParams& h) {
                         "ggflow builds gemma4 models with one head size in every layer");
   }
   h.n_rot_swa = h.n_rot;
-  if (f.has(p + "rope.dimension_count_swa")) {
-    if (auto s = need(f, p + "rope.dimension_count_swa", u); !s) return s.error();
-    h.n_rot_swa = u;
-    if (h.n_rot_swa <= 0 || h.n_rot_swa > h.head_dim || h.n_rot_swa % 2 != 0)
-      return make_error("metadata key '" + p + "rope.dimension_count_swa' = " + std::to_string(h.n_rot_swa) +
-                            ": RoPE rotates an even number of dimensions, at least 2 and at most the head size",
-                        kBrokenFile);
-  }
+  if (auto s = read_rot(f, p + "rope.dimension_count_swa", h.head_dim, h.n_rot_swa); !s) return s.error();
   if (f.has(p + "attention.shared_kv_layers")) {
     if (auto s = need(f, p + "attention.shared_kv_layers", u); !s) return s.error();
     if (u != 0)
@@ -307,14 +314,7 @@ Result<HParams> read_hparams(const gguf::File& f) {
                         "ggflow's attention needs equal key and value head sizes");
   }
   h.n_rot = h.head_dim;
-  if (f.has(p + "rope.dimension_count")) {
-    if (auto s = need(f, p + "rope.dimension_count", u); !s) return s.error();
-    h.n_rot = u;
-    if (h.n_rot <= 0 || h.n_rot > h.head_dim || h.n_rot % 2 != 0)
-      return make_error("metadata key '" + p + "rope.dimension_count' = " + str(h.n_rot) +
-                            ": RoPE rotates an even number of dimensions, at least 2 and at most the head size " + str(h.head_dim),
-                        kBrokenFile);
-  }
+  if (auto s = read_rot(f, p + "rope.dimension_count", h.head_dim, h.n_rot); !s) return s.error();
   if (f.has(p + "context_length")) {
     if (auto s = need(f, p + "context_length", u); !s) return s.error();
     h.n_ctx_train = u;

@@ -84,6 +84,7 @@ struct HParams {
   float rope_base = 10000.0f;
   float rope_scale = 1.0f;       // 1 / rope.scaling.factor for linear scaling
   float rope_base_swa = 0.0f;    // the sliding layers' RoPE base
+  float rope_scale_swa = 1.0f;   // and position scale (gemma3: unscaled; the others: rope_scale)
   float rope_attn_factor = 1.0f; // rope.scaling.attn_factor: multiplies cos and sin (phi3 LongRoPE)
   float attn_scale = 0.0f;       // Q scale when q_scale_in_graph (gemma: query_pre_attn_scalar ^ -0.5)
   float attn_softcap = 0.0f;     // attn_logit_softcapping (gemma2); 0: off

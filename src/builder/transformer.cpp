@@ -85,8 +85,7 @@ class Builder {
   // row of any GGML type is whole blocks, contiguous), for the fused tensors of phi3.
   int rows(int w, int64_t r0, int64_t n, const std::string& part) {
     const auto& t = g_.tensor(w);
-    const auto& tr = gguf::traits(t.type);
-    const size_t row_bytes = static_cast<size_t>(t.ne[0].n / tr.block_size * tr.type_size);
+    const size_t row_bytes = gguf::row_bytes(t.type, static_cast<uint64_t>(t.ne[0].n));
     const Ne ne{t.ne[0], Ext(n), Ext(1), Ext(1)};
     return g_.weight(t.name + "[" + part + "]", t.type, ne, 2,
                      t.data.subspan(static_cast<size_t>(r0) * row_bytes, static_cast<size_t>(n) * row_bytes),
@@ -252,7 +251,7 @@ class Builder {
       rp.mode = hp_.arch.rope_neox ? frontend::kRopeNeox : 0;
       rp.n_ctx_orig = static_cast<int>(hp_.n_ctx_train);
       rp.freq_base = swa ? hp_.rope_base_swa : hp_.rope_base;
-      rp.freq_scale = swa && hp_.arch.rope_base_swa > 0 ? 1.0f : hp_.rope_scale;  // gemma3's local layers: unscaled
+      rp.freq_scale = swa ? hp_.rope_scale_swa : hp_.rope_scale;
       rp.attn_factor = hp_.rope_attn_factor;
       if (swa && hp_.n_rot_swa > 0) rp.n_dims = static_cast<int>(hp_.n_rot_swa);
       const std::optional<int> ff = swa && hp_.arch.rope_freqs_global ? std::nullopt : *factors;  // gemma4: full layers only

@@ -29,6 +29,8 @@ struct TypeTraits {
 // nullptr for an id that is not a known GGML type (ids 4 and 5 were removed from GGML).
 const TypeTraits* type_traits(uint32_t id);
 inline const TypeTraits& traits(GgmlType t) { return *type_traits(static_cast<uint32_t>(t)); }
+// Bytes of n elements of type t, n a multiple of its block size (a row of a weight, a tensor).
+inline uint64_t row_bytes(GgmlType t, uint64_t n) { return n / traits(t).block_size * traits(t).type_size; }
 std::optional<GgmlType> type_from_name(std::string_view name);  // "q4_k" or "Q4_K"
 
 }  // namespace ggflow::gguf

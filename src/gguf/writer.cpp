@@ -99,7 +99,7 @@ Status Writer::add_tensor(const std::string& name, GgmlType type, std::vector<ui
   for (uint64_t d : ne) n *= d;
   if (ne[0] % tr.block_size != 0)
     return make_error(fmt::format("tensor '{}': ne[0] = {} is not a multiple of the {} block size", name, ne[0], tr.name));
-  const uint64_t bytes = n / tr.block_size * tr.type_size;
+  const uint64_t bytes = row_bytes(type, n);
   if (bytes != data.size())
     return make_error(fmt::format("tensor '{}': {} {} elements need {} bytes, got {}", name, n, tr.name, bytes, data.size()));
   for (const auto& t : tensors_)
