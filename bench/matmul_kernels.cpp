@@ -4,6 +4,7 @@
 // (rotating over copies totalling > 128 MiB, so weights come from DRAM, as in a real decode step).
 // GEMM: T = 64 tokens, GMAC/s and the equivalent tokens/s for that one matrix.
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -13,7 +14,9 @@
 #include <vector>
 
 #include "cpu/isa.h"
+#include "cpu/thread_pool.h"
 #include "cpu/kernels/matmul.h"
+#include "cpu/kernels/matmul_packed.h"
 #include "cpu/kernels/quant_act.h"
 #include "gguf/dequant.h"
 
@@ -116,6 +119,31 @@ void bench_gemm(GgmlType t, int64_t N, int64_t K, int64_t T) {
                 std::string(tr.name).c_str(), static_cast<long long>(N), static_cast<long long>(K),
                 static_cast<long long>(T), std::string(to_string(isa)).c_str(),
                 static_cast<double>(N) * K * T / s * 1e-9, s * 1e6, T / s, q * 1e6);
+    if (packed_supports(isa, t)) {
+      std::vector<uint8_t> pk(packed_bytes(t, N, K));
+      pack_groups(t, w.data(), wrb, N, K, pk.data(), 0, (N + kPackRows - 1) / kPackRows);
+      double sp = 1e30;
+      for (int batch = 0; batch < 5; ++batch) {
+        auto t0 = Clock::now();
+        for (int r = 0; r < reps; ++r) must(matmul_packed(isa, t, pk.data(), N, K, xq.data(), xrb, T, c.data(), N, 0, N));
+        sp = std::min(sp, seconds_since(t0) / reps);
+      }
+      // Cold: rotating over copies totalling > 128 MiB (weights from DRAM or L3, as in a model).
+      const int copies = static_cast<int>(std::max<size_t>(2, (128u << 20) / pk.size() + 1));
+      std::vector<std::vector<uint8_t>> cold(copies, pk);
+      double sc = 1e30;
+      int next = 0;
+      for (int batch = 0; batch < 5; ++batch) {
+        auto t0 = Clock::now();
+        for (int r = 0; r < copies; ++r, next = (next + 1) % copies)
+          must(matmul_packed(isa, t, cold[next].data(), N, K, xq.data(), xrb, T, c.data(), N, 0, N));
+        sc = std::min(sc, seconds_since(t0) / copies);
+      }
+      std::printf("GEMM %-5s N=%-6lld K=%-5lld T=%-3lld %-6s  %7.1f GMAC/s  (%8.1f us) packed, cold %7.1f GMAC/s\n",
+                  std::string(tr.name).c_str(), static_cast<long long>(N), static_cast<long long>(K),
+                  static_cast<long long>(T), std::string(to_string(isa)).c_str(),
+                  static_cast<double>(N) * K * T / sp * 1e-9, sp * 1e6, static_cast<double>(N) * K * T / sc * 1e-9);
+    }
   }
 }
 
@@ -161,10 +189,46 @@ void gemm_bench() {
   bench_gemm(GgmlType::F32, 576, 576, 64);
 }
 
+// An 8-sequence decode step of SmolLM2 (Q4_1 layers, Q8_0 head) and Gemma 3 (Q4_K).
+void gemm8_bench() {
+  bench_gemm(GgmlType::Q4_1, 1536, 576, 8);
+  bench_gemm(GgmlType::Q4_1, 576, 1536, 8);
+  bench_gemm(GgmlType::Q8_0, 49152, 576, 8);
+  bench_gemm(GgmlType::Q4_0, 1536, 576, 8);
+  bench_gemm(GgmlType::Q4_K, 640, 2048, 8);
+}
+
+// The cost of one ThreadPool::parallel_for with nothing to do (the barrier every parallel step pays).
+void barrier_bench() {
+  for (int threads : {2, 4}) {
+    ThreadPool pool(threads);
+    std::atomic<int64_t> sink{0};
+    const int reps = 200000;
+    double best = 1e30;
+    for (int batch = 0; batch < 5; ++batch) {
+      const auto t0 = Clock::now();
+      for (int r = 0; r < reps; ++r) pool.parallel_for(64, 16, [&](int64_t b, int64_t, int) { sink += b; });
+      best = std::min(best, seconds_since(t0) / reps);
+    }
+    std::printf("parallel_for barrier, %d threads: %.2f us per call (sink %lld)\n", threads, best * 1e6,
+                static_cast<long long>(sink.load()));
+  }
+}
+
 }  // namespace
 }  // namespace ggflow::cpu
 
-int main() {
+// No argument: everything. "gemm8": the shapes of an 8-sequence decode step only. "barrier": the
+// thread pool's cost per parallel step.
+int main(int argc, char** argv) {
+  if (argc > 1 && std::strcmp(argv[1], "barrier") == 0) {
+    ggflow::cpu::barrier_bench();
+    return 0;
+  }
+  if (argc > 1 && std::strcmp(argv[1], "gemm8") == 0) {
+    ggflow::cpu::gemm8_bench();
+    return 0;
+  }
   ggflow::cpu::gemv_bench();
   ggflow::cpu::gemm_bench();
   return 0;

@@ -49,6 +49,7 @@ Status Executor::Impl::compile(const ir::Model& m) {
     Step s;
     s.node = &n;
     s.kind = choose_kernel(n, s);
+    if (s.kind == Kind::matmul) s.packed = packed_weight(isa, s.wtype, s.weight, s.w_row_bytes, s.N, s.K, pool.get());
     for (const ir::Value& v : n.inputs()) s.in.push_back(steps[step_of.at(v.node.get())].out + static_cast<uint32_t>(v.index));
     s.out = next_val;
     next_val += static_cast<uint32_t>(std::max<size_t>(1, n.n_outputs()));

@@ -8,6 +8,7 @@
 
 #include "cpu/executor.h"
 #include "cpu/executor_values.h"
+#include "cpu/packed_weights.h"
 #include "cpu/thread_pool.h"
 #include "gguf/types.h"
 #include "ir/node.h"
@@ -35,11 +36,12 @@ struct Step {
   uint32_t out = 0;          // value id of output 0 (outputs are consecutive)
   int param = -1, variable = -1;
   int buf = -1;              // pool buffer for output 0 (-1: none)
-  // matmul: the weight, read in place
+  // matmul: the weight, read in place, or its packed copy when the ISA has a packed kernel for it
   gguf::GgmlType wtype = gguf::GgmlType::F32;
   const uint8_t* weight = nullptr;
   size_t w_row_bytes = 0;
   int64_t N = 0, K = 0;
+  std::shared_ptr<const PackedWeight> packed;
   bool fell_back = false;    // the last run used the reference kernel
 };
 

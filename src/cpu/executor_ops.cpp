@@ -13,6 +13,7 @@
 #include "cpu/kernels/elementwise.h"
 #include "cpu/kernels/get_rows.h"
 #include "cpu/kernels/matmul.h"
+#include "cpu/kernels/matmul_packed.h"
 #include "cpu/kernels/norm.h"
 #include "cpu/kernels/quant_act.h"
 #include "cpu/kernels/rope.h"
@@ -73,6 +74,15 @@ Status Executor::Impl::matmul(Step& s, bool* done) {
     X = q;
   }
   float* C = y.as<float>();
+  if (s.packed) {  // row ranges in multiples of kPackRows (the pool's grain), as matmul_packed needs
+    const uint8_t* P = s.packed->data;
+    if (auto st = cpu::matmul_packed(isa, s.wtype, P, N, K, X, xrb, T, C, N, 0, 0); !st)
+      return make_error(s.node->describe() + ": " + st.error().what, st.error().hint);
+    pool->parallel_for(N, kPackRows, [&](int64_t b, int64_t e, int) {
+      (void)cpu::matmul_packed(isa, s.wtype, P, N, K, X, xrb, T, C, N, b, e);  // validated above
+    });
+    return {};
+  }
   if (auto st = cpu::matmul(isa, s.wtype, s.weight, s.w_row_bytes, K, X, xrb, T, C, N, 0, 0); !st)
     return make_error(s.node->describe() + ": " + st.error().what, st.error().hint);
   pool->parallel_for(N, 16, [&](int64_t b, int64_t e, int) {

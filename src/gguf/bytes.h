@@ -17,6 +17,12 @@ class HeapBytes final : public Bytes {
   std::vector<uint8_t> v_;
 };
 
+// Drops the resident pages of [p, p + n) when that range lies inside a live MappedBytes (read-only,
+// private, never written): a later read faults them in again from the file, so this only lowers
+// RSS once a copy replaces them (the executor's packed weights). Returns false, touching nothing,
+// for any other memory (heap copies, foreign buffers) or when madvise fails.
+bool release_file_pages(const void* p, size_t n);
+
 class MappedBytes final : public Bytes {
  public:
   static Result<std::shared_ptr<const Bytes>> map(const std::string& path);

@@ -26,6 +26,7 @@
 
 #include "cpu/isa.h"
 #include "cpu/kernels/matmul.h"
+#include "cpu/kernels/matmul_packed.h"
 #include "cpu/kernels/quant_act.h"
 #include "gguf/dequant.h"
 #include "gguf/file.h"
@@ -284,6 +285,89 @@ TEST(MatmulKernels, ModelShapes) {
                          Shape{GgmlType::Q5_0, 640, 45, 24}, Shape{GgmlType::F32, 640, 21, 19}})
     run_case(s, rng, &worst);
   std::printf("model shapes: %d passed, %d failed\n", g_count.passed, g_count.failed);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Packed weights (matmul_packed.h): packing loses nothing (every row unpacks to its GGUF bytes),
+// and matmul_packed on every ISA gives the bits of matmul's scalar twin on the GGUF layout, for
+// any T, partial last groups and any split into 16-row ranges.
+
+void run_packed_case(GgmlType t, int64_t K, int64_t N, int64_t T, std::mt19937& rng) {
+  const size_t wrb = row_bytes(t, K);
+  std::vector<uint8_t> W(wrb * N);
+  randomize_weights(t, W.data(), N, K, wrb, rng);
+  std::vector<float> x(static_cast<size_t>(T * K));
+  randomize_acts(x.data(), T * K, rng);
+  const size_t xrb = quant_act_row_bytes(t, K);
+  std::vector<uint8_t> X(xrb * T);
+  ASSERT_TRUE(quantize_act_rows(Isa::scalar, t, x.data(), K, T, K, X.data(), xrb));
+  const int64_t ldc = N + 3;
+  std::vector<float> cref(static_cast<size_t>(T * ldc), kSentinel);
+  ASSERT_TRUE(matmul(Isa::scalar, t, W.data(), wrb, K, X.data(), xrb, T, cref.data(), ldc, 0, N));
+
+  const size_t pbytes = packed_bytes(t, N, K);
+  ASSERT_EQ(pbytes, static_cast<size_t>((N + 15) / 16 * 16) * wrb);
+  GuardBuf P(pbytes);  // a kernel reading past the packed copy faults
+  const int64_t groups = (N + kPackRows - 1) / kPackRows;
+  for (int64_t g = 0; g < groups; ++g) pack_groups(t, W.data(), wrb, N, K, P.data(), g, g + 1);  // group by group
+  std::vector<uint8_t> row(wrb);
+  for (int64_t n = 0; n < N; ++n) {
+    unpack_row(t, P.data(), K, n, row.data());
+    ASSERT_EQ(std::memcmp(row.data(), W.data() + n * wrb, wrb), 0) << "row " << n << " does not round-trip";
+  }
+  for (Isa isa : supported_isas()) {
+    std::string why;
+    std::vector<float> c(static_cast<size_t>(T * ldc), kSentinel);
+    ASSERT_TRUE(matmul_packed(isa, t, P.data(), N, K, X.data(), xrb, T, c.data(), ldc, 0, N));
+    if (!bits_equal(c.data(), cref.data(), c.size())) why += " whole!=twin";
+    std::vector<float> c2(static_cast<size_t>(T * ldc), kSentinel);
+    for (int64_t n0 = 0; n0 < N;) {
+      const int64_t n1 = std::min<int64_t>(N, n0 + kPackRows * (1 + static_cast<int64_t>(rng() % 3)));
+      ASSERT_TRUE(matmul_packed(isa, t, P.data(), N, K, X.data(), xrb, T, c2.data(), ldc, n0, n1));
+      n0 = n1;
+    }
+    if (!bits_equal(c2.data(), cref.data(), c2.size())) why += " split!=twin";
+    EXPECT_TRUE(why.empty()) << gguf::traits(t).name << " K=" << K << " N=" << N << " T=" << T
+                             << " isa=" << to_string(isa) << ":" << why;
+    tally(why.empty());
+  }
+}
+
+TEST(MatmulPacked, EqualsTwinOnEveryIsa) {
+  std::mt19937 rng(4321);
+  const Counter before = g_count;
+  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0})
+    for (int64_t K : {32, 64, 160, 576})
+      for (int64_t N : {1, 15, 16, 17, 33, 70})
+        for (int64_t T : {1, 2, 5, 8, 9, 17}) run_packed_case(t, K, N, T, rng);
+  const int passed = g_count.passed - before.passed, failed = g_count.failed - before.failed;
+  std::printf("packed matmul over %zu ISA(s): %d passed, %d failed\n", supported_isas().size(), passed, failed);
+  EXPECT_EQ(failed, 0);
+  EXPECT_GE(passed, 432);
+}
+
+TEST(MatmulPacked, LayoutAndRefusals) {
+  // Which types have a packed layout, and where the fast kernel is used.
+  for (GgmlType t : kTypes) {
+    const bool expect = t == GgmlType::Q4_0 || t == GgmlType::Q4_1 || t == GgmlType::Q8_0;
+    EXPECT_EQ(packed_layout(t), expect) << gguf::traits(t).name;
+    EXPECT_EQ(packed_supports(Isa::avx512, t), expect);
+    EXPECT_FALSE(packed_supports(Isa::avx2, t));
+    EXPECT_EQ(packed_bytes(t, 16, 64) > 0, expect);
+  }
+  EXPECT_EQ(packed_bytes(GgmlType::Q4_1, 16, 48), 0u);  // K not a multiple of 32
+  std::vector<uint8_t> P(packed_bytes(GgmlType::Q4_1, 40, 64));
+  std::vector<uint8_t> X(quant_act_row_bytes(GgmlType::Q4_1, 64));
+  std::vector<float> C(40);
+  // A range that does not start on a group, or ends inside one before N: refused, nothing written.
+  auto st = matmul_packed(Isa::scalar, GgmlType::Q4_1, P.data(), 40, 64, X.data(), X.size(), 1, C.data(), 40, 8, 40);
+  ASSERT_FALSE(st);
+  EXPECT_NE(st.error().hint.find("multiple of 16"), std::string::npos);
+  EXPECT_FALSE(matmul_packed(Isa::scalar, GgmlType::Q4_1, P.data(), 40, 64, X.data(), X.size(), 1, C.data(), 40, 0, 20));
+  EXPECT_TRUE(matmul_packed(Isa::scalar, GgmlType::Q4_1, P.data(), 40, 64, X.data(), X.size(), 1, C.data(), 40, 32, 40));
+  auto st2 = matmul_packed(Isa::scalar, GgmlType::Q4_K, P.data(), 40, 256, X.data(), X.size(), 1, C.data(), 40, 0, 40);
+  ASSERT_FALSE(st2);
+  EXPECT_NE(st2.error().what.find("Q4_K"), std::string::npos);
 }
 
 // ---------------------------------------------------------------------------------------------

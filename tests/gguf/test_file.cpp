@@ -5,6 +5,11 @@
 #include <filesystem>
 
 #include "corpus.h"
+#include <fstream>
+#include <numeric>
+#include <unistd.h>
+
+#include "gguf/bytes.h"
 #include "gguf/dequant.h"
 #include "gguf/file.h"
 #include "gguf/writer.h"
@@ -78,6 +83,31 @@ TEST(Writer, WritesAFileThatOpensByPath) {
   auto data = f->tensor_data(*f->find_tensor("x"));
   EXPECT_EQ(std::memcmp(data.data(), x.data(), 16), 0);
   fs::remove(path);
+}
+
+// Releasing the pages of a mapped file keeps its bytes (they fault in again from the file); any
+// memory that is not a live mapping is refused untouched.
+TEST(MappedBytes, ReleasingPagesKeepsTheBytes) {
+  const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+  std::vector<uint8_t> pattern(4 * page);
+  std::iota(pattern.begin(), pattern.end(), uint8_t{7});
+  const auto path = std::filesystem::temp_directory_path() / ("ggflow_release_" + std::to_string(::getpid()));
+  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(pattern.data()), pattern.size());
+  auto m = MappedBytes::map(path.string());
+  ASSERT_TRUE(m.ok()) << m.error().str();
+  const uint8_t* p = (*m)->span().data();
+  ASSERT_EQ(std::memcmp(p, pattern.data(), pattern.size()), 0);
+  EXPECT_TRUE(release_file_pages(p + 100, 3 * page));
+  EXPECT_TRUE(release_file_pages(p, pattern.size()));
+  EXPECT_EQ(std::memcmp(p, pattern.data(), pattern.size()), 0);
+  EXPECT_FALSE(release_file_pages(p + page, 4 * page));  // runs past the mapping
+  std::vector<uint8_t> heap = pattern;
+  EXPECT_FALSE(release_file_pages(heap.data(), heap.size()));
+  EXPECT_EQ(heap, pattern);
+  const uint8_t* gone = p;
+  m->reset();  // unmapped: no longer a live mapping
+  EXPECT_FALSE(release_file_pages(gone, page));
+  std::filesystem::remove(path);
 }
 
 TEST(Accessors, ErrorsNameTheKeyAndTheProblem) {

@@ -1,0 +1,62 @@
+// Matmul over weights repacked at load into row-interleaved groups ("packed"): the same numbers as
+// matmul.h (its spec defines every bit; the packed kernels reproduce the scalar twin on the GGUF
+// layout by memcmp, tests/cpu/test_matmul_packed.cpp), only the bytes are where a SIMD register
+// wants them.
+//
+// ================================ THE PACKED LAYOUT ================================
+// Types: Q4_0, Q4_1, Q8_0 (32-element blocks; the types of SmolLM2 and of Q4_0/Q8_0 files).
+// Rows are taken 16 at a time (group g = rows 16g..16g+15; a last, partial group repeats its last
+// row). A group's blocks follow each other: block b of group g starts at
+//   P + (g * nb + b) * 16 * type_size          (nb = K / 32)
+// and holds the 16 rows' copies of that block, fields first, then the codes interleaved by dword:
+//   Q4_0 (288 bytes)  d[16] (f16)            | q[4][16][4]
+//   Q4_1 (320 bytes)  d[16] (f16), m[16]     | q[4][16][4]
+//   Q8_0 (544 bytes)  d[16] (f16)            | q[8][16][4]
+// q[i][r][j] is byte 4i+j of row r's code bytes (Q4: low nibble element 4i+j, high nibble element
+// 16+4i+j; Q8: element 4i+j). So 64 bytes q[i] are one register whose dword lane r belongs to row r,
+// and vpdpbusd against the activation dword (4 elements) broadcast to every lane sums row r's
+// products in lane r: no transposes, no gathers, no reduction across lanes. Same size as the GGUF
+// rows (plus the padding rows of a last partial group).
+// ====================================================================================
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "base/result.h"
+#include "cpu/isa.h"
+#include "gguf/types.h"
+
+namespace ggflow::cpu {
+
+constexpr int64_t kPackRows = 16;
+
+// True when `wtype` has a packed layout and a packed kernel on `isa` faster than matmul's
+// (AVX-512 only: on other ISAs the GGUF layout is what their kernels read best).
+bool packed_supports(Isa isa, gguf::GgmlType wtype);
+// True when `wtype` has a packed layout at all (any ISA runs it, the scalar one through the twin).
+bool packed_layout(gguf::GgmlType wtype);
+// Bytes of the packed copy of an [N, K] weight (0 when the type has no packed layout or K is not
+// a multiple of 32).
+size_t packed_bytes(gguf::GgmlType wtype, int64_t N, int64_t K);
+
+// Writes groups [g0, g1) of the packed copy of W (N rows of w_row_bytes at W) into P
+// (packed_bytes). Threads may pack disjoint group ranges.
+void pack_groups(gguf::GgmlType wtype, const uint8_t* W, size_t w_row_bytes, int64_t N, int64_t K, uint8_t* P,
+                 int64_t g0, int64_t g1);
+// Row n of a packed weight back in the GGUF layout (K/32 * type_size bytes at `row`).
+void unpack_row(gguf::GgmlType wtype, const uint8_t* P, int64_t K, int64_t n, uint8_t* row);
+
+// As matmul (matmul.h), with the weight in the packed layout: C[t*ldc + n] for t in [0, T),
+// n in [n0, n1). n0 must be a multiple of 16 and n1 a multiple of 16 or N (else an Error).
+// Thread-safe for disjoint row ranges; allocation-free on AVX-512 (the scalar path decodes a row
+// into a per-thread buffer).
+Status matmul_packed(Isa isa, gguf::GgmlType wtype, const uint8_t* P, int64_t N, int64_t K, const void* X,
+                     size_t x_row_bytes, int64_t T, float* C, int64_t ldc, int64_t n0, int64_t n1);
+
+namespace detail {
+void matmul_packed_avx512(gguf::GgmlType wtype, const uint8_t* P, int64_t N, int64_t K, const uint8_t* X,
+                          size_t x_row_bytes, int64_t T, float* C, int64_t ldc, int64_t n0, int64_t n1);
+}  // namespace detail
+
+}  // namespace ggflow::cpu

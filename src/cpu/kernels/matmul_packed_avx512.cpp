@@ -1,0 +1,134 @@
+// AVX-512 VNNI matmul over packed weights (layout in matmul_packed.h), bit for bit the scalar
+// twin of matmul.h: one f32 lane per row, one chain per output over the blocks in order.
+//
+// Register tile: the 8 code registers of a block (w[i], lane r = row r's elements 4i..4i+3, Q4
+// nibbles split into two registers of 4) are loaded once and used by up to 8 tokens; isum[t] is
+// token t's exact integer sum (offset -zp*sum(qa) as its start value), built by vpdpbusd against
+// the token's activation dword i broadcast to every lane. Then per token the twin's f32 steps:
+// acc = fma(d*da, (float)isum, acc) and, for Q4_1, acc = fma(m, sa, acc). The next group is
+// software-prefetched while this one computes (its bytes follow this group's).
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "cpu/kernels/matmul_packed.h"
+#include "cpu/kernels/quant_act.h"
+
+namespace ggflow::cpu::detail {
+namespace {
+
+using gguf::GgmlType;
+
+constexpr int kTT = 8;  // tokens per tile
+
+struct PQ4_0 { static constexpr int bs = 18, fields = 1, chunks = 4, zp = 8;   static constexpr bool min = false; };
+struct PQ4_1 { static constexpr int bs = 20, fields = 2, chunks = 4, zp = 0;   static constexpr bool min = true; };
+struct PQ8_0 { static constexpr int bs = 34, fields = 1, chunks = 8, zp = 128; static constexpr bool min = false; };
+
+inline __m512i bcast32(const uint8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
+}
+inline float ldf(const uint8_t* p) {
+  float v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+inline __m512 half16(const uint8_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
+
+struct Prefetch {
+  const uint8_t* p;
+  const uint8_t* end;
+  int per;  // cache lines per block
+  void step() {
+    for (int i = 0; i < per && p < end; ++i, p += 64) _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0);
+  }
+};
+
+template <class Tr, int TT>
+void tile(const uint8_t* G, int64_t nb, const uint8_t* X, size_t xrb, float* C, int64_t ldc, __mmask16 mask,
+          Prefetch pf) {
+  constexpr size_t gbs = 16 * Tr::bs;
+  __m512 acc[TT];
+  for (int t = 0; t < TT; ++t) acc[t] = _mm512_setzero_ps();
+  const __m512i m4 = _mm512_set1_epi8(0x0F), x80 = _mm512_set1_epi8(static_cast<char>(0x80));
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* p = G + b * gbs;
+    pf.step();
+    const __m512 DW = half16(p);
+    __m512 MW = _mm512_setzero_ps();
+    if constexpr (Tr::min) MW = half16(p + 32);
+    const uint8_t* q = p + 32 * Tr::fields;
+    __m512i w[8];
+    if constexpr (Tr::chunks == 8) {
+      for (int i = 0; i < 8; ++i) w[i] = _mm512_xor_si512(_mm512_loadu_si512(q + 64 * i), x80);  // int8 + 128
+    } else {
+      for (int i = 0; i < 4; ++i) {
+        const __m512i raw = _mm512_loadu_si512(q + 64 * i);
+        w[i] = _mm512_and_si512(raw, m4);
+        w[4 + i] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
+      }
+    }
+    // Activation block b of token t at a0 + t*xrb: {da, sa, sum(qa), -, qa[32]} (quant_act.h).
+    const uint8_t* a0 = X + b * sizeof(BlockQA32);
+    __m512i isum[TT];
+    for (int t = 0; t < TT; ++t) {
+      int32_t sum;
+      std::memcpy(&sum, a0 + t * xrb + 8, 4);
+      isum[t] = Tr::zp ? _mm512_set1_epi32(-Tr::zp * sum) : _mm512_setzero_si512();
+    }
+    for (int i = 0; i < 8; ++i)
+      for (int t = 0; t < TT; ++t) isum[t] = _mm512_dpbusd_epi32(isum[t], w[i], bcast32(a0 + t * xrb + 16 + 4 * i));
+    for (int t = 0; t < TT; ++t) {
+      const uint8_t* a = a0 + t * xrb;
+      acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(DW, _mm512_set1_ps(ldf(a))), _mm512_cvtepi32_ps(isum[t]), acc[t]);
+      if constexpr (Tr::min) acc[t] = _mm512_fmadd_ps(MW, _mm512_set1_ps(ldf(a + 4)), acc[t]);
+    }
+  }
+  for (int t = 0; t < TT; ++t) _mm512_mask_storeu_ps(C + t * ldc, mask, acc[t]);
+}
+
+template <class Tr>
+void gemm(const uint8_t* P, int64_t K, const uint8_t* X, size_t xrb, int64_t T, float* C, int64_t ldc,
+          int64_t n0, int64_t n1) {
+  const int64_t nb = K / 32;
+  const size_t group_bytes = static_cast<size_t>(nb) * 16 * Tr::bs;
+  const int per = static_cast<int>((group_bytes / 64 + nb) / nb);
+  const uint8_t* end = P + static_cast<size_t>((n1 + 15) / 16) * group_bytes;
+  for (int64_t n = n0; n < n1; n += 16) {
+    const uint8_t* G = P + static_cast<size_t>(n / 16) * group_bytes;
+    const int cnt = static_cast<int>(n1 - n < 16 ? n1 - n : 16);
+    const __mmask16 mask = static_cast<__mmask16>((1u << cnt) - 1);
+    for (int64_t t0 = 0; t0 < T; t0 += kTT) {
+      // The first token tile prefetches the next group; later tiles find this one in cache.
+      Prefetch pf{G + group_bytes, t0 == 0 ? end : G, per};
+      const uint8_t* x = X + t0 * xrb;
+      float* c = C + t0 * ldc + n;
+      switch (T - t0 < kTT ? T - t0 : kTT) {
+        case 1: tile<Tr, 1>(G, nb, x, xrb, c, ldc, mask, pf); break;
+        case 2: tile<Tr, 2>(G, nb, x, xrb, c, ldc, mask, pf); break;
+        case 3: tile<Tr, 3>(G, nb, x, xrb, c, ldc, mask, pf); break;
+        case 4: tile<Tr, 4>(G, nb, x, xrb, c, ldc, mask, pf); break;
+        case 5: tile<Tr, 5>(G, nb, x, xrb, c, ldc, mask, pf); break;
+        case 6: tile<Tr, 6>(G, nb, x, xrb, c, ldc, mask, pf); break;
+        case 7: tile<Tr, 7>(G, nb, x, xrb, c, ldc, mask, pf); break;
+        default: tile<Tr, 8>(G, nb, x, xrb, c, ldc, mask, pf); break;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void matmul_packed_avx512(GgmlType t, const uint8_t* P, int64_t /*N*/, int64_t K, const uint8_t* X, size_t xrb,
+                          int64_t T, float* C, int64_t ldc, int64_t n0, int64_t n1) {
+  switch (t) {
+    case GgmlType::Q4_0: return gemm<PQ4_0>(P, K, X, xrb, T, C, ldc, n0, n1);
+    case GgmlType::Q4_1: return gemm<PQ4_1>(P, K, X, xrb, T, C, ldc, n0, n1);
+    case GgmlType::Q8_0: return gemm<PQ8_0>(P, K, X, xrb, T, C, ldc, n0, n1);
+    default: return;
+  }
+}
+
+}  // namespace ggflow::cpu::detail
