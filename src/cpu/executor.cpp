@@ -49,7 +49,6 @@ Status Executor::Impl::compile(const ir::Model& m) {
     Step s;
     s.node = &n;
     s.kind = choose_kernel(n, s);
-    if (s.kind == Kind::matmul) s.packed = packed_weight(isa, s.wtype, s.weight, s.w_row_bytes, s.N, s.K, pool.get());
     for (const ir::Value& v : n.inputs()) s.in.push_back(steps[step_of.at(v.node.get())].out + static_cast<uint32_t>(v.index));
     s.out = next_val;
     next_val += static_cast<uint32_t>(std::max<size_t>(1, n.n_outputs()));
@@ -67,6 +66,12 @@ Status Executor::Impl::compile(const ir::Model& m) {
     step_of[&n] = static_cast<uint32_t>(steps.size());
     steps.push_back(std::move(s));
   }
+  std::vector<PackRequest> packs;  // the matmuls' weights, packed at once into one arena
+  for (const Step& s : steps)
+    if (s.kind == Kind::matmul) packs.push_back({s.wtype, s.weight, s.w_row_bytes, s.N, s.K, nullptr});
+  pack_weights(isa, packs, pool.get());
+  for (size_t i = 0, j = 0; i < steps.size(); ++i)
+    if (steps[i].kind == Kind::matmul) steps[i].packed = std::move(packs[j++].packed);
   vals.resize(next_val);
   consumers.assign(next_val, 0);
   for (const Step& s : steps)

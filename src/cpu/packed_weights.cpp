@@ -8,11 +8,17 @@
 #include <map>
 #include <mutex>
 #include <tuple>
+#include <vector>
 
 #include "cpu/kernels/matmul_packed.h"
 #include "gguf/bytes.h"
 
 namespace ggflow::cpu {
+
+struct PackedArena {
+  uint8_t* data = nullptr;
+  ~PackedArena() { std::free(data); }
+};
 
 namespace {
 constexpr size_t kHugePage = size_t{2} << 20;
@@ -20,42 +26,59 @@ constexpr size_t kHugePage = size_t{2} << 20;
 using Key = std::tuple<const uint8_t*, int, int64_t, int64_t>;
 std::mutex g_mu;
 std::map<Key, std::weak_ptr<const PackedWeight>> g_cache;
-}  // namespace
 
-PackedWeight::~PackedWeight() { std::free(data); }
+Key key_of(const PackRequest& r) { return {r.W, static_cast<int>(r.type), r.N, r.K}; }
+}  // namespace
 
 bool repack_enabled() {
   const char* e = std::getenv("GGFLOW_REPACK");
   return !(e && std::strcmp(e, "0") == 0);
 }
 
-std::shared_ptr<const PackedWeight> packed_weight(Isa isa, gguf::GgmlType type, const uint8_t* W, size_t wrb,
-                                                  int64_t N, int64_t K, ThreadPool* pool) {
-  if (!repack_enabled() || !packed_supports(isa, type)) return nullptr;
-  const size_t bytes = packed_bytes(type, N, K);
-  if (bytes == 0) return nullptr;
+void pack_weights(Isa isa, std::span<PackRequest> requests, ThreadPool* pool) {
+  if (!repack_enabled()) return;
   std::lock_guard<std::mutex> lock(g_mu);
-  const Key key{W, static_cast<int>(type), N, K};
-  if (auto it = g_cache.find(key); it != g_cache.end())
-    if (auto p = it->second.lock()) return p;
-  auto pw = std::make_shared<PackedWeight>();
-  pw->type = type;
-  pw->N = N;
-  pw->K = K;
-  pw->bytes = bytes;
-  const size_t align = bytes >= kHugePage ? kHugePage : 64;
-  pw->data = static_cast<uint8_t*>(std::aligned_alloc(align, (bytes + align - 1) / align * align));
-  if (!pw->data) return nullptr;
-  if (align == kHugePage) (void)::madvise(pw->data, (bytes + align - 1) / align * align, MADV_HUGEPAGE);
-  const int64_t groups = (N + kPackRows - 1) / kPackRows;
-  uint8_t* dst = pw->data;
-  auto pack = [&](int64_t g0, int64_t g1, int) { pack_groups(type, W, wrb, N, K, dst, g0, g1); };
-  if (pool) pool->parallel_for(groups, 1, pack);
-  else pack(0, groups, 0);
-  (void)gguf::release_file_pages(W, static_cast<size_t>(N) * wrb);
   std::erase_if(g_cache, [](const auto& kv) { return kv.second.expired(); });
-  g_cache[key] = pw;
-  return pw;
+  // Shared copies first; the rest get offsets in one arena (a weight used twice is packed once).
+  std::map<Key, size_t> offset;
+  std::vector<PackRequest*> fresh;
+  size_t total = 0;
+  for (PackRequest& r : requests) {
+    r.packed = nullptr;
+    const size_t bytes = packed_supports(isa, r.type) ? packed_bytes(r.type, r.N, r.K) : 0;
+    if (bytes == 0) continue;
+    if (auto it = g_cache.find(key_of(r)); it != g_cache.end())
+      if ((r.packed = it->second.lock())) continue;
+    if (offset.emplace(key_of(r), total).second) {
+      fresh.push_back(&r);
+      total += (bytes + 63) / 64 * 64;
+    }
+  }
+  if (total == 0) return;
+  auto arena = std::make_shared<PackedArena>();
+  const size_t alloc = (total + kHugePage - 1) / kHugePage * kHugePage;
+  arena->data = static_cast<uint8_t*>(std::aligned_alloc(kHugePage, alloc));
+  if (!arena->data) return;  // memory is short: the GGUF layout (same bits)
+  (void)::madvise(arena->data, alloc, MADV_HUGEPAGE);
+  for (PackRequest* r : fresh) {
+    auto pw = std::make_shared<PackedWeight>();
+    pw->type = r->type;
+    pw->N = r->N;
+    pw->K = r->K;
+    pw->bytes = packed_bytes(r->type, r->N, r->K);
+    pw->arena = arena;
+    uint8_t* dst = arena->data + offset.at(key_of(*r));
+    pw->data = dst;
+    const int64_t groups = (r->N + kPackRows - 1) / kPackRows;
+    auto pack = [&](int64_t g0, int64_t g1, int) { pack_groups(r->type, r->W, r->w_row_bytes, r->N, r->K, dst, g0, g1); };
+    if (pool) pool->parallel_for(groups, 1, pack);
+    else pack(0, groups, 0);
+    (void)gguf::release_file_pages(r->W, static_cast<size_t>(r->N) * r->w_row_bytes);
+    g_cache[key_of(*r)] = pw;
+    r->packed = pw;
+  }
+  for (PackRequest& r : requests)  // duplicates of a weight packed above
+    if (!r.packed && offset.count(key_of(r))) r.packed = g_cache[key_of(r)].lock();
 }
 
 }  // namespace ggflow::cpu
