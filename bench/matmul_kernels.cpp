@@ -196,6 +196,8 @@ void gemm8_bench() {
   bench_gemm(GgmlType::Q8_0, 49152, 576, 8);
   bench_gemm(GgmlType::Q4_0, 1536, 576, 8);
   bench_gemm(GgmlType::Q4_K, 640, 2048, 8);
+  bench_gemm(GgmlType::Q4_1, 1536, 576, 16);
+  bench_gemm(GgmlType::Q4_1, 1536, 576, 64);
 }
 
 // The cost of one ThreadPool::parallel_for with nothing to do (the barrier every parallel step pays).
