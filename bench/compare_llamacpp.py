@@ -9,7 +9,9 @@ repository from the source llama-cpp-python vendors); without --llama-bench the 
 For each model the two tools alternate (llama.cpp, ggflow, llama.cpp, ggflow, ... --rounds
 times), each running its prompt-processing test (pp<P>) and its generation test (tg<N>) with -r
 repetitions; a tool's figure is the median over the rounds of its average tokens/s. With --batch
-B, ggflow's paged engine also decodes B sequences together (aggregate tokens/s, "tg<N> xB").
+B, ggflow's paged engine also decodes 1 and B sequences together (aggregate tokens/s, "tg<N> x1",
+"tg<N> xB", each sequence from a one-token prompt), and llama.cpp's llama-batched-bench does the
+same (-npp 1 -ntg N -npl 1,B: its S_TG, the aggregate generation speed; found beside llama-bench).
 Prints a Markdown table: llama.cpp t/s, ggflow t/s and the ratio ggflow / llama.cpp (> 1: ggflow
 is faster). Never run it beside a build or a test suite on the same cores.
 """
@@ -38,6 +40,20 @@ def run_llama(bin_, model, a):
     for rec in json.loads(out):
         test = f"pp{rec['n_prompt']}" if rec["n_prompt"] else f"tg{rec['n_gen']}"
         res[test] = rec["avg_ts"]
+    return res
+
+
+def run_llama_batched(bin_, model, a):
+    """llama-batched-bench's aggregate generation speed for 1 and B sequences (one-token prompts)."""
+    cmd = [bin_, "-m", model, "-t", str(a.threads), "-c", str(a.batch * (a.n + 2) + 64), "-b", "2048", "-ub", "512",
+           "-npp", "1", "-ntg", str(a.n), "-npl", f"1,{a.batch}", "--output-format", "jsonl"]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    res = {}
+    for line in out.splitlines():
+        line = line.strip()
+        if line.startswith("{") and '"speed_tg"' in line:
+            rec = json.loads(line)
+            res[f"tg{a.n} x{rec['pl']}"] = rec["speed_tg"]
     return res
 
 
@@ -70,7 +86,10 @@ def main():
         runs = {"llama": [], "ggflow": []}
         for k in range(a.rounds):
             print(f"round {k + 1}/{a.rounds}: {Path(m).name}", file=sys.stderr)
-            runs["llama"].append(run_llama(lb, m, a))
+            lr = run_llama(lb, m, a)
+            if a.batch:
+                lr.update(run_llama_batched(str(Path(lb).parent / "llama-batched-bench"), m, a))
+            runs["llama"].append(lr)
             runs["ggflow"].append(run_ggflow(a.ggflow, m, a))
         med = {tool: {t: statistics.median(r[t] for r in rs) for t in rs[0]} for tool, rs in runs.items()}
         for test in med["ggflow"]:

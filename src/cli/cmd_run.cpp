@@ -61,11 +61,12 @@ struct Opts {
   int64_t seed = -1;
 };
 
-// --verbose: the executor and what ran on the reference kernel in the last step.
+// --verbose: the executor, its plan, and what ran on the reference kernel in the last step.
 void report(const Opts& o, const runtime::CompiledModel* m) {
   if (!o.verbose || !m) return;
-  std::fprintf(stderr, "ggflow run: executor %s; last step: %lld nodes on the reference kernel (%s)\n",
-               m->describe().c_str(), static_cast<long long>(m->fallbacks()), m->fallback_summary().c_str());
+  std::fprintf(stderr, "ggflow run: executor %s; plan: %s; last step: %lld nodes on the reference kernel (%s)\n",
+               m->describe().c_str(), m->plan_summary().c_str(), static_cast<long long>(m->fallbacks()),
+               m->fallback_summary().c_str());
 }
 
 runtime::RunnerOptions runner_options(const Opts& o) {

@@ -427,6 +427,23 @@ const std::vector<std::string>& Executor::variable_ids() const { return impl_->v
 Isa Executor::isa() const { return impl_->isa; }
 int Executor::threads() const { return impl_->pool->size(); }
 int64_t Executor::fallbacks() const { return impl_->fallbacks; }
+std::string Executor::plan_summary() const {
+  int64_t matmuls = 0, packed = 0, fused_norms = 0;
+  size_t packed_bytes = 0;
+  for (const Step& s : impl_->steps) {
+    if (s.kind == Kind::matmul) {
+      ++matmuls;
+      if (s.packed) ++packed, packed_bytes += s.packed->bytes;
+    }
+    if (s.kind == Kind::rmsnorm && s.in.size() == 2) ++fused_norms;
+  }
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "%lld matmuls, %lld on packed weights (%.1f MiB); %lld RMSNorm with the norm weight fused",
+                static_cast<long long>(matmuls), static_cast<long long>(packed), packed_bytes / 1048576.0,
+                static_cast<long long>(fused_norms));
+  return buf;
+}
+
 std::string Executor::fallback_summary() const {
   std::string s;
   for (const auto& [op, n] : impl_->fallback_ops) s += (s.empty() ? "" : ", ") + op + " x" + std::to_string(n);

@@ -50,6 +50,9 @@ class Executor {
   // Nodes that ran on the IR reference kernel in the last run, and by op ("Slice x60, ...").
   int64_t fallbacks() const;
   std::string fallback_summary() const;
+  // What the plan holds: matmuls and how many read packed weights (and their size), RMSNorms
+  // with the norm weight fused (transforms/fusion).
+  std::string plan_summary() const;
 
   struct Impl;
 

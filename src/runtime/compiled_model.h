@@ -96,6 +96,8 @@ class CompiledModel {
   virtual int64_t fallbacks() const { return 0; }
   virtual std::string fallback_summary() const { return "none"; }
   virtual std::string describe() const = 0;  // "cpu (avx512, 2 threads)"
+  // The executor's plan in a line (packed weights, fusions): also printed by `--verbose`.
+  virtual std::string plan_summary() const { return "reference kernels"; }
 
  protected:
   std::unique_ptr<ir::Model> model_;

@@ -21,6 +21,7 @@ class CpuModel final : public SlotModel {
   std::string describe() const override {
     return "cpu (" + std::string(cpu::to_string(ex_->isa())) + ", " + std::to_string(ex_->threads()) + " threads)";
   }
+  std::string plan_summary() const override { return ex_->plan_summary(); }
   int64_t fallbacks() const override { return ex_->fallbacks(); }
   std::string fallback_summary() const override { return ex_->fallback_summary(); }
 

@@ -1,5 +1,7 @@
 #include "runtime/model_file.h"
 
+#include "transforms/fusion/fusion.h"
+
 #include "frontend/translate.h"
 #include "gguf/finite.h"
 
@@ -54,10 +56,12 @@ Result<std::shared_ptr<const ModelFile>> ModelFile::open(const std::string& path
 Result<ir::Model> ModelFile::layout_model(transforms::Layout layout, std::vector<std::string>* log) const {
   auto m = raw_.clone();
   if (!m) return m.error();
-  if (layout == transforms::Layout::raw) return m;
-  transforms::GenAIOptions g;
-  g.sliding_window = hp_.n_swa;
-  if (auto s = transforms::to_layout(*m, layout, g, {}, log); !s) return s.error();
+  if (layout != transforms::Layout::raw) {
+    transforms::GenAIOptions g;
+    g.sliding_window = hp_.n_swa;
+    if (auto s = transforms::to_layout(*m, layout, g, {}, log); !s) return s.error();
+  }
+  if (auto s = transforms::fuse_for_execution(*m, log); !s) return s.error();
   return m;
 }
 

@@ -34,8 +34,9 @@ class ModelFile {
   int64_t n_ctx_train() const { return hp_.n_ctx_train > 0 ? hp_.n_ctx_train : 4096; }
   bool flash_attn() const { return opt_.flash_attn; }
 
-  // A fresh model in `layout`: the raw graph cloned (weights shared), then the layout passes.
-  // `log` receives the passes' logs.
+  // A fresh model in `layout`: the raw graph cloned (weights shared), then the layout passes and
+  // the fusions for execution (transforms/fusion), the same in every layout. `log` receives the
+  // passes' logs.
   Result<ir::Model> layout_model(transforms::Layout layout, std::vector<std::string>* log = nullptr) const;
 
  private:
