@@ -365,6 +365,7 @@ Result<std::vector<ir::Tensor>> Executor::Impl::run(std::span<const ir::Tensor> 
   fallbacks = 0;
   fallback_ops.clear();
   pending.clear();
+  ++run_count;
   if (profile) {
     ++profile_runs;
     for (Step& s : steps) {

@@ -45,6 +45,19 @@ struct Step {
   bool fell_back = false;    // the last run used the reference kernel
 };
 
+// RoPE tables of one run, shared by every RoPE step with the same parameters and positions (the
+// layers' Q and K): rope_cache per token once per run instead of once per step. Same tables, so
+// the same bits.
+struct RopeTables {
+  uint64_t run = 0;  // the run they were computed in (0: never)
+  int64_t n_dims = 0, head_size = 0;
+  int mode = 0;
+  float freq_base = 0, freq_scale = 0, attn_factor = 0;
+  const float* freq_factors = nullptr;
+  std::vector<int32_t> pos;
+  Buffer tables;  // [T][2 * n_dims]
+};
+
 struct Executor::Impl {
   const ir::Model* model = nullptr;
   Isa isa = Isa::scalar;
@@ -58,6 +71,8 @@ struct Executor::Impl {
   std::vector<std::pair<int, ir::Tensor>> pending;  // Assign writes, committed at the end
   // scratch, grown as needed and kept
   Buffer qbuf, scratch, ibuf, kvbuf, attn_scratch, bounds_buf;
+  std::vector<RopeTables> rope_tables;
+  uint64_t run_count = 0;
   int64_t fallbacks = 0;
   std::map<std::string, int64_t> fallback_ops;
   // GGFLOW_PROFILE=1: seconds and calls per op (native or fallback), printed when the executor ends.

@@ -202,14 +202,35 @@ Status Executor::Impl::rope(Step& s, bool* done) {
   if (auto st = rope_check(rp, S); !st) return make_error(s.node->describe() + ": " + st.error().what);
   int32_t* pos = reinterpret_cast<int32_t*>(ibuf.ensure(static_cast<size_t>(std::max<int64_t>(T, 1)) * 4));
   if (auto st = to_i32(p, pos, *s.node); !st) return st;
+  // This run's tables for these parameters and positions, computed by the first RoPE that needs them.
+  const int64_t nd = rope_dims(rp, S);
+  RopeTables* tb = nullptr;
+  for (RopeTables& r : rope_tables)
+    if (r.n_dims == nd && r.head_size == S && r.mode == static_cast<int>(rp.mode) && r.freq_base == rp.freq_base &&
+        r.freq_scale == rp.freq_scale && r.attn_factor == rp.attn_factor && r.freq_factors == rp.freq_factors)
+      tb = &r;
+  if (!tb) {
+    tb = &rope_tables.emplace_back();
+    tb->n_dims = nd, tb->head_size = S, tb->mode = static_cast<int>(rp.mode), tb->freq_base = rp.freq_base;
+    tb->freq_scale = rp.freq_scale, tb->attn_factor = rp.attn_factor, tb->freq_factors = rp.freq_factors;
+  }
+  float* tables = reinterpret_cast<float*>(tb->tables.ensure(static_cast<size_t>(std::max<int64_t>(T, 1) * 2 * nd) * 4));
+  if (tb->run != run_count || static_cast<int64_t>(tb->pos.size()) != T ||
+      std::memcmp(tb->pos.data(), pos, static_cast<size_t>(T) * 4) != 0) {
+    tb->pos.assign(pos, pos + T);
+    tb->run = run_count;
+    pool->parallel_for(T, 8, [&](int64_t b, int64_t e, int) {
+      for (int64_t t = b; t < e; ++t) rope_cache(rp, S, pos[t], tables + t * 2 * nd);
+    });
+  }
   Val tmp;
   const Val& x = dense(x0, scratch, tmp);
   const float* xp = x.as<const float>();
   Val& y = alloc_out(s, std::span<const int64_t>(x.shape, static_cast<size_t>(x.rank)));
   float* yp = y.as<float>();
-  FirstError err;
-  pool->parallel_for(T, 1, [&](int64_t b, int64_t e, int) { err.note(cpu::rope(isa, rp, xp, H * S, yp, H * S, pos, H, S, b, e)); });
-  if (err.set) return make_error(s.node->describe() + ": " + err.status.error().what);
+  pool->parallel_for(T, 1, [&](int64_t b, int64_t e, int) {
+    for (int64_t t = b; t < e; ++t) rope_apply(isa, rp, S, tables + t * 2 * nd, xp + t * H * S, yp + t * H * S, H);
+  });
   return {};
 }
 
