@@ -1,6 +1,9 @@
 #include "cpu/executor.h"
+#include "cpu/kernels/act.h"
+#include "cpu/kernels/matmul_packed.h"
 
 #include <algorithm>
+#include <map>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -25,7 +28,7 @@ bool is_view_kind(Kind k) {
 bool needs_buffer(Kind k) {
   switch (k) {
     case Kind::shape_of: case Kind::convert:
-    case Kind::reshape: case Kind::matmul: case Kind::rmsnorm: case Kind::binary: case Kind::activation:
+    case Kind::reshape: case Kind::matmul: case Kind::rmsnorm: case Kind::binary: case Kind::activation: case Kind::glu:
     case Kind::rope: case Kind::gather_rows: case Kind::paged_attention: case Kind::sdpa: return true;
     default: return false;
   }
@@ -35,8 +38,45 @@ int64_t normalize(int64_t axis, int64_t rank) { return axis < 0 ? axis + rank : 
 
 }  // namespace
 
+// GLU: Multiply(Swish|Gelu(g), u) with the activation read only there and both operands f32 of one
+// shape (known at compile: the same dims and symbols) becomes one glu step reading g and u; the
+// activation's step does nothing (Kind::fused). cpu::glu rounds act(g) and then the product, as
+// the two steps did: the same bits.
+void Executor::Impl::fuse_glus() {
+  uint32_t n_vals = 0;
+  for (const Step& s : steps) n_vals = std::max(n_vals, s.out + static_cast<uint32_t>(std::max<size_t>(1, s.node->n_outputs())));
+  std::vector<int> producer(n_vals, -1);
+  std::vector<uint32_t> readers(n_vals, 0);
+  for (size_t i = 0; i < steps.size(); ++i) producer[steps[i].out] = static_cast<int>(i);
+  for (const Step& s : steps)
+    for (uint32_t v : s.in) ++readers[v];  // Result steps are readers too
+  for (Step& s : steps) {
+    if (s.kind != Kind::binary || s.node->type() != ir::OpType::Multiply || s.in.size() != 2) continue;
+    const ir::Node& n = *s.node;
+    if (n.input(0).type() != ir::ElementType::f32 || n.input(1).type() != ir::ElementType::f32 ||
+        !(n.input(0).shape() == n.input(1).shape()) || !n.input(0).shape().rank_known() || n.input(0).shape().rank() < 1)
+      continue;
+    for (int i = 0; i < 2; ++i) {
+      const int p = producer[s.in[i]];
+      if (p < 0 || readers[s.in[i]] != 1) continue;
+      Step& a = steps[static_cast<size_t>(p)];
+      if (a.kind != Kind::activation || a.in.size() != 1 || a.node->input(0).type() != ir::ElementType::f32) continue;
+      Act act = Act::silu;
+      if (a.node->type() == ir::OpType::Gelu)
+        act = a.node->attrs<ir::GeluAttrs>().mode == ir::GeluMode::erf ? Act::gelu_erf : Act::gelu_tanh;
+      s.kind = Kind::glu;
+      s.act = static_cast<int>(act);
+      s.in = {a.in[0], s.in[1 - i]};
+      a.kind = Kind::fused;
+      break;
+    }
+  }
+}
+
 Status Executor::Impl::compile(const ir::Model& m) {
   model = &m;
+  const char* pf = std::getenv("GGFLOW_PLAN_FUSION");
+  const bool plan_fusion = !(pf && std::strcmp(pf, "0") == 0);
   auto order = m.ordered();
   if (!order) return order.error();
   std::unordered_map<const ir::Node*, uint32_t> step_of, param_of;
@@ -72,6 +112,44 @@ Status Executor::Impl::compile(const ir::Model& m) {
   pack_weights(isa, packs, pool.get());
   for (size_t i = 0, j = 0; i < steps.size(); ++i)
     if (steps[i].kind == Kind::matmul) steps[i].packed = std::move(packs[j++].packed);
+  // Matmul groups: the packed matmuls of one input (same type, rows in whole 16-row groups) move
+  // next to the first of them, which runs them all (MatmulGroup). Moving a step earlier is safe:
+  // it reads only that input (computed before the first) and a constant.
+  {
+    std::map<std::pair<uint32_t, int>, std::vector<uint32_t>> by_input;
+    for (uint32_t i = 0; i < steps.size(); ++i) {
+      const Step& s = steps[i];
+      if (s.kind == Kind::matmul && s.packed && s.N % kPackRows == 0 && s.in.size() == 2)
+        by_input[{s.in[0], static_cast<int>(s.wtype)}].push_back(i);
+    }
+    std::vector<int> group_of(steps.size(), -1);
+    for (auto& [key, members] : by_input) {
+      if (members.size() < 2 || !plan_fusion) continue;
+      if (members.size() > 8) members.resize(8);
+      const int g = static_cast<int>(groups.size());
+      groups.push_back({members, 0});
+      for (uint32_t i : members) group_of[i] = g;
+    }
+    if (!groups.empty()) {
+      std::vector<uint32_t> order_new;
+      std::vector<bool> placed(steps.size(), false);
+      for (uint32_t i = 0; i < steps.size(); ++i) {
+        if (placed[i]) continue;
+        if (group_of[i] >= 0)
+          for (uint32_t j : groups[static_cast<size_t>(group_of[i])].steps) order_new.push_back(j), placed[j] = true;
+        else order_new.push_back(i), placed[i] = true;
+      }
+      std::vector<Step> reordered;
+      std::vector<uint32_t> new_index(steps.size());
+      reordered.reserve(steps.size());
+      for (uint32_t i : order_new) new_index[i] = static_cast<uint32_t>(reordered.size()), reordered.push_back(std::move(steps[i]));
+      steps = std::move(reordered);
+      for (auto& [node, i] : step_of) i = new_index[i];
+      for (size_t g = 0; g < groups.size(); ++g)
+        for (uint32_t& i : groups[g].steps) i = new_index[i], steps[i].group = static_cast<int>(g);
+    }
+  }
+  if (plan_fusion) fuse_glus();
   vals.resize(next_val);
   consumers.assign(next_val, 0);
   for (const Step& s : steps)
@@ -114,6 +192,18 @@ Status Executor::Impl::compile(const ir::Model& m) {
     if (end < steps.size()) release[end + 1 <= steps.size() ? end + 1 : steps.size()].push_back(s.buf);
   }
   buffers.resize(static_cast<size_t>(n_buffers));
+  // A group writes every member's output at its first step: no buffer may change hands before the
+  // last member (none does, as members only read the shared input; checked, else run them apart).
+  for (MatmulGroup& g : groups) {
+    bool ok = true;
+    for (uint32_t p = g.steps.front() + 1; p <= g.steps.back(); ++p) ok = ok && release[p].empty();
+    for (size_t j = 1; j < g.steps.size(); ++j) ok = ok && g.steps[j] == g.steps[0] + j;
+    if (!ok)
+      for (uint32_t i : g.steps) steps[i].group = -1;
+  }
+  std::erase_if(groups, [&](const MatmulGroup& g) { return steps[g.steps.front()].group < 0; });
+  for (size_t g = 0; g < groups.size(); ++g)
+    for (uint32_t i : groups[g].steps) steps[i].group = static_cast<int>(g);
   return {};
 }
 
@@ -315,6 +405,8 @@ Status Executor::Impl::exec(Step& s, std::span<const ir::Tensor> params, std::ve
       return {};
     }
     case Kind::matmul: st = matmul(s, &done); break;
+    case Kind::glu: return glu(s);
+    case Kind::fused: return {};
     case Kind::rmsnorm: st = rmsnorm(s, &done); break;
     case Kind::binary: st = binary(s, &done); break;
     case Kind::activation: st = activation(s, &done); break;
@@ -429,7 +521,7 @@ Isa Executor::isa() const { return impl_->isa; }
 int Executor::threads() const { return impl_->pool->size(); }
 int64_t Executor::fallbacks() const { return impl_->fallbacks; }
 std::string Executor::plan_summary() const {
-  int64_t matmuls = 0, packed = 0, fused_norms = 0;
+  int64_t matmuls = 0, packed = 0, fused_norms = 0, glus = 0;
   size_t packed_bytes = 0;
   for (const Step& s : impl_->steps) {
     if (s.kind == Kind::matmul) {
@@ -437,11 +529,16 @@ std::string Executor::plan_summary() const {
       if (s.packed) ++packed, packed_bytes += s.packed->bytes;
     }
     if (s.kind == Kind::rmsnorm && s.in.size() == 2) ++fused_norms;
+    if (s.kind == Kind::glu) ++glus;
   }
-  char buf[160];
-  std::snprintf(buf, sizeof buf, "%lld matmuls, %lld on packed weights (%.1f MiB); %lld RMSNorm with the norm weight fused",
-                static_cast<long long>(matmuls), static_cast<long long>(packed), packed_bytes / 1048576.0,
-                static_cast<long long>(fused_norms));
+  size_t grouped = 0;
+  for (const MatmulGroup& g : impl_->groups) grouped += g.steps.size();
+  char buf[256];
+  std::snprintf(buf, sizeof buf,
+                "%lld matmuls, %lld on packed weights (%.1f MiB), %zu in %zu groups sharing an input; "
+                "%lld RMSNorm with the norm weight fused; %lld activation x up as one GLU step",
+                static_cast<long long>(matmuls), static_cast<long long>(packed), packed_bytes / 1048576.0, grouped,
+                impl_->groups.size(), static_cast<long long>(fused_norms), static_cast<long long>(glus));
   return buf;
 }
 

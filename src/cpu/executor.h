@@ -10,6 +10,10 @@
 // buffers grow to the largest step seen and are then reused, so after warm-up the native path
 // allocates nothing. Weights are read in place from the file's mapping.
 //
+// Plan fusions (same bits, fewer steps; GGFLOW_PLAN_FUSION=0 turns them off): matmuls of one input
+// on packed weights run as one job (MatmulGroup: a layer's Q/K/V, its gate/up), and
+// Multiply(Swish|Gelu(g), u) runs as one GLU step.
+//
 // Numerics: the kernels' scalar twins define the bits (cpu/kernels/*.h); every kernel computes
 // each output element on one thread in a fixed order and splits work only over outputs, so
 // results do not depend on the thread count, the batch or the layout.
@@ -50,8 +54,8 @@ class Executor {
   // Nodes that ran on the IR reference kernel in the last run, and by op ("Slice x60, ...").
   int64_t fallbacks() const;
   std::string fallback_summary() const;
-  // What the plan holds: matmuls and how many read packed weights (and their size), RMSNorms
-  // with the norm weight fused (transforms/fusion).
+  // What the plan holds: matmuls, how many read packed weights (and their size) and run in groups
+  // sharing an input, RMSNorms with the norm weight fused (transforms/fusion).
   std::string plan_summary() const;
 
   struct Impl;

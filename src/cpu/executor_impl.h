@@ -25,6 +25,7 @@ enum class Kind {
   reshape, squeeze, unsqueeze, transpose, slice,            // views (reshape copies a strided input)
   shape_of, convert,                                        // small integer work of shape subgraphs
   matmul, rmsnorm, binary, activation, rope, gather_rows,   // native kernels
+  glu, fused,                                               // act(g) * u in one step; a step done by another
   paged_attention, sdpa, scatter,                           // attention and in-place cache writes
   fallback,                                                 // the IR reference kernel
 };
@@ -42,6 +43,8 @@ struct Step {
   size_t w_row_bytes = 0;
   int64_t N = 0, K = 0;
   std::shared_ptr<const PackedWeight> packed;
+  int group = -1;            // matmul: its MatmulGroup, if any
+  int act = 0;               // glu: the cpu::Act of the fused activation
   bool fell_back = false;    // the last run used the reference kernel
 };
 
@@ -58,6 +61,15 @@ struct RopeTables {
   Buffer tables;  // [T][2 * n_dims]
 };
 
+// Matmuls of one input on packed weights of one type (a layer's Q/K/V, its gate/up), placed next
+// to each other in the plan and run by the first as one job: the activations quantized once, one
+// split of all their rows over the threads, one barrier. Each output is its own matmul's, bit for
+// bit (the rows are computed by the same kernel; only who computes them changes).
+struct MatmulGroup {
+  std::vector<uint32_t> steps;
+  uint64_t ran = 0;  // the run in which the first step computed them all
+};
+
 struct Executor::Impl {
   const ir::Model* model = nullptr;
   Isa isa = Isa::scalar;
@@ -72,6 +84,7 @@ struct Executor::Impl {
   // scratch, grown as needed and kept
   Buffer qbuf, scratch, ibuf, kvbuf, attn_scratch, bounds_buf;
   std::vector<RopeTables> rope_tables;
+  std::vector<MatmulGroup> groups;
   uint64_t run_count = 0;
   int64_t fallbacks = 0;
   std::map<std::string, int64_t> fallback_ops;
@@ -81,6 +94,7 @@ struct Executor::Impl {
   int64_t profile_runs = 0;
 
   Status compile(const ir::Model& m);
+  void fuse_glus();
   Result<std::vector<ir::Tensor>> run(std::span<const ir::Tensor> params, std::vector<ir::Tensor>* state,
                                       std::span<const uint8_t> writable);
   Status exec(Step& s, std::span<const ir::Tensor> params, std::vector<ir::Tensor>* state,
@@ -90,9 +104,13 @@ struct Executor::Impl {
   // Native kernels (executor_ops.cpp). Each returns false in `*done` when the inputs at hand are
   // outside what it handles; the step then runs on the reference kernel.
   Status matmul(Step& s, bool* done);
+  Status matmul_group(MatmulGroup& g, bool* done);
+  // The quantized activation rows of x [T, K] for wtype in qbuf (or x itself for f32 types).
+  Status quantize_rows(const Step& s, const float* x, int64_t T, const void** X, size_t* xrb);
   Status rmsnorm(Step& s, bool* done);
   Status binary(Step& s, bool* done);
   Status activation(Step& s, bool* done);
+  Status glu(Step& s);
   Status rope(Step& s, bool* done);
   Status gather_rows(Step& s, bool* done);
   Status paged_attention(Step& s, bool* done);

@@ -50,7 +50,29 @@ struct FirstError {
 };
 }  // namespace
 
+Status Executor::Impl::quantize_rows(const Step& s, const float* x, int64_t T, const void** X, size_t* xrb) {
+  const int64_t K = s.K;
+  *X = x;
+  *xrb = static_cast<size_t>(K) * sizeof(float);
+  if (act_format(s.wtype) == ActFormat::f32) return {};
+  *xrb = quant_act_row_bytes(s.wtype, K);  // activations quantized per token, once
+  const size_t rb = *xrb;
+  uint8_t* q = qbuf.ensure(std::max<size_t>(1, static_cast<size_t>(T) * rb));
+  FirstError err;
+  auto quant = [&](int64_t b, int64_t e, int) { err.note(quantize_act_rows(isa, s.wtype, x + b * K, K, e - b, K, q + b * rb, rb)); };
+  if (T >= 16) pool->parallel_for(T, 4, quant);
+  else quant(0, T, 0);
+  if (err.set) return make_error(s.node->describe() + ": " + err.status.error().what);
+  *X = q;
+  return {};
+}
+
 Status Executor::Impl::matmul(Step& s, bool* done) {
+  if (s.group >= 0) {
+    MatmulGroup& g = groups[static_cast<size_t>(s.group)];
+    if (g.steps.front() == static_cast<uint32_t>(&s - steps.data())) return matmul_group(g, done);
+    if (g.ran == run_count) return {};  // computed with the group's first step
+  }
   const Val& a0 = in(s, 0);
   if (a0.type != ElementType::f32 || a0.rank < 1 || a0.dim(-1) != s.K) return *done = false, Status{};
   Val tmp;
@@ -59,20 +81,10 @@ Status Executor::Impl::matmul(Step& s, bool* done) {
   int64_t shape[exec::kMaxRank];
   for (int i = 0; i + 1 < a.rank; ++i) shape[i] = a.shape[i];
   shape[a.rank - 1] = N;
-  const float* x = a.as<const float>();
   Val& y = alloc_out(s, std::span<const int64_t>(shape, static_cast<size_t>(a.rank)));
-  const void* X = x;
-  size_t xrb = static_cast<size_t>(K) * sizeof(float);
-  if (act_format(s.wtype) != ActFormat::f32) {  // activations quantized per token, once
-    xrb = quant_act_row_bytes(s.wtype, K);
-    uint8_t* q = qbuf.ensure(std::max<size_t>(1, static_cast<size_t>(T) * xrb));
-    FirstError err;
-    auto quant = [&](int64_t b, int64_t e, int) { err.note(quantize_act_rows(isa, s.wtype, x + b * K, K, e - b, K, q + b * xrb, xrb)); };
-    if (T >= 16) pool->parallel_for(T, 4, quant);
-    else quant(0, T, 0);
-    if (err.set) return make_error(s.node->describe() + ": " + err.status.error().what);
-    X = q;
-  }
+  const void* X = nullptr;
+  size_t xrb = 0;
+  if (auto st = quantize_rows(s, a.as<const float>(), T, &X, &xrb); !st) return st;
   float* C = y.as<float>();
   if (s.packed) {  // row ranges in multiples of kPackRows (the pool's grain), as matmul_packed needs
     const uint8_t* P = s.packed->data;
@@ -88,6 +100,44 @@ Status Executor::Impl::matmul(Step& s, bool* done) {
   pool->parallel_for(N, 16, [&](int64_t b, int64_t e, int) {
     (void)cpu::matmul(isa, s.wtype, s.weight, s.w_row_bytes, K, X, xrb, T, C, N, b, e);  // validated above
   });
+  return {};
+}
+
+Status Executor::Impl::matmul_group(MatmulGroup& g, bool* done) {
+  Step& lead = steps[g.steps.front()];
+  const Val& a0 = in(lead, 0);
+  if (a0.type != ElementType::f32 || a0.rank < 1 || a0.dim(-1) != lead.K) return *done = false, Status{};
+  Val tmp;
+  const Val& a = dense(a0, scratch, tmp);
+  const int64_t K = lead.K, T = a.numel() / K;
+  const void* X = nullptr;
+  size_t xrb = 0;
+  if (auto st = quantize_rows(lead, a.as<const float>(), T, &X, &xrb); !st) return st;
+  // Every member's output, then one split of all their rows (members' N are multiples of 16).
+  constexpr size_t kMaxMembers = 8;
+  float* C[kMaxMembers];
+  int64_t first_row[kMaxMembers + 1] = {0};
+  const size_t nm = std::min(g.steps.size(), kMaxMembers);
+  for (size_t j = 0; j < nm; ++j) {
+    const Step& s = steps[g.steps[j]];
+    int64_t shape[exec::kMaxRank];
+    for (int i = 0; i + 1 < a.rank; ++i) shape[i] = a.shape[i];
+    shape[a.rank - 1] = s.N;
+    C[j] = alloc_out(s, std::span<const int64_t>(shape, static_cast<size_t>(a.rank))).as<float>();
+    first_row[j + 1] = first_row[j] + s.N;
+    if (auto st = cpu::matmul_packed(isa, s.wtype, s.packed->data, s.N, K, X, xrb, T, C[j], s.N, 0, 0); !st)
+      return make_error(s.node->describe() + ": " + st.error().what, st.error().hint);
+  }
+  pool->parallel_for(first_row[nm], kPackRows, [&](int64_t b, int64_t e, int) {
+    for (size_t j = 0; j < nm; ++j) {
+      const int64_t lo = std::max(b, first_row[j]), hi = std::min(e, first_row[j + 1]);
+      if (lo >= hi) continue;
+      const Step& s = steps[g.steps[j]];
+      (void)cpu::matmul_packed(isa, s.wtype, s.packed->data, s.N, K, X, xrb, T, C[j], s.N, lo - first_row[j],
+                               hi - first_row[j]);  // validated above
+    }
+  });
+  g.ran = run_count;
   return {};
 }
 
@@ -177,6 +227,21 @@ Status Executor::Impl::activation(Step& s, bool* done) {
   Val& y = alloc_out(s, std::span<const int64_t>(x.shape, static_cast<size_t>(x.rank)));
   float* yp = y.as<float>();
   pool->parallel_for(rows, 4, [&](int64_t b, int64_t e, int) { cpu::activation(isa, act, xp, n, yp, n, n, b, e); });
+  return {};
+}
+
+Status Executor::Impl::glu(Step& s) {
+  Val tg, tu;
+  const Val& g = dense(in(s, 0), scratch, tg);
+  const Val& u = dense(in(s, 1), qbuf, tu);
+  if (g.type != ElementType::f32 || u.type != ElementType::f32 || g.numel() != u.numel() || g.rank < 1)
+    return make_error(s.node->describe() + ": the fused activation and its multiplier do not match");
+  const int64_t n = g.dim(-1), rows = n ? g.numel() / n : 0;
+  const float *gp = g.as<const float>(), *up = u.as<const float>();
+  Val& y = alloc_out(s, std::span<const int64_t>(g.shape, static_cast<size_t>(g.rank)));
+  float* yp = y.as<float>();
+  const Act act = static_cast<Act>(s.act);
+  pool->parallel_for(rows, 4, [&](int64_t b, int64_t e, int) { cpu::glu(isa, act, gp, n, up, n, yp, n, n, b, e); });
   return {};
 }
 

@@ -1,7 +1,8 @@
 // The CPU executor's invariance contract on whole models: the same logits, bit for bit (memcmp),
 // whatever the instruction set (scalar twin, AVX2, AVX-512: every one this CPU has), the thread
-// count (1, 2, 3), the layout (raw, SDPA, paged) and the weight layout (packed at load where the
-// ISA has packed kernels, or GGUF's with GGFLOW_REPACK=0). A prompt of 40 tokens (two KV blocks) is
+// count (1, 2, 3), the layout (raw, SDPA, paged), the weight layout (packed at load where the
+// ISA has packed kernels, or GGUF's with GGFLOW_REPACK=0) and the plan fusions (matmul groups,
+// GLU steps; off with GGFLOW_PLAN_FUSION=0). A prompt of 40 tokens (two KV blocks) is
 // prefilled, then 3 greedy tokens are decoded; every logits row is compared with the first
 // configuration's.
 #include <gtest/gtest.h>
@@ -28,18 +29,20 @@ struct Config {
   bool repack = true;
   std::string name() const {
     return std::string(cpu::to_string(isa)) + "/" + std::to_string(threads) + "t/" + transforms::to_string(layout) +
-           (repack ? "" : "/gguf-weights");
+           (repack ? "" : "/gguf-weights-unfused");
   }
 };
 
 Result<std::vector<float>> rows(const ModelFile& f, const Config& c, const std::vector<int32_t>& prompt) {
   ::setenv("GGFLOW_ISA", std::string(cpu::to_string(c.isa)).c_str(), 1);  // read when the plan is compiled
   if (!c.repack) ::setenv("GGFLOW_REPACK", "0", 1);
+  if (!c.repack) ::setenv("GGFLOW_PLAN_FUSION", "0", 1);
   RunnerOptions o;
   o.compile.threads = c.threads;
   auto r = open_sequence_runner(f, c.layout, o);
   ::unsetenv("GGFLOW_ISA");
   ::unsetenv("GGFLOW_REPACK");
+  ::unsetenv("GGFLOW_PLAN_FUSION");
   if (!r) return r.error();
   std::vector<float> out;
   auto g = generate_greedy(**r, prompt, 4, &out);
