@@ -68,13 +68,6 @@ inline float ldf(const uint8_t* p) {
   return v;
 }
 
-// The dword at p broadcast to every lane (one load; folds into the consumer as {1to16}).
-inline __m512i bcast32(const uint8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm512_set1_epi32(v);
-}
-
 inline __m128i ld128(const uint8_t* p) { return _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)); }
 
 // Z_j: 16 bytes at offset off of rows j, 4+j, 8+j, 12+j in lanes 0..3.
@@ -211,90 +204,25 @@ void q32_tile(const Rows16& R, int64_t nb, const uint8_t* X, size_t xrb, float* 
   for (int t = 0; t < TT; ++t) _mm512_mask_storeu_ps(C + t * ldc, R.mask, acc[t]);
 }
 
-// The same block arithmetic with the weights in "dword" layout: w[i] holds, in lane r, the four
-// weight bytes of row r for elements 4i..4i+3 (a 16x4 transpose of the rows' 16-byte chunks, done
-// once per block and token tile). vpdpbusd against the activation dword i broadcast to every lane
-// then sums straight into lane r: no reduce4 per token, which is what a GEMM tile spends most of
-// its time on in the Z layout. Used for T >= 2 (a GEMV has no tile to amortize the transpose).
-template <class Tr, int TT>
-void q32_tile_dw(const Rows16& R, int64_t nb, const uint8_t* X, size_t xrb, float* C, int64_t ldc) {
-  static_assert(Tr::qh < 0, "5-bit types keep the Z layout");
-  __m512 acc[TT];
-  for (int t = 0; t < TT; ++t) acc[t] = _mm512_setzero_ps();
-  const __m512i m4 = _mm512_set1_epi8(0x0F);
-  for (int64_t b = 0; b < nb; ++b) {
-    const size_t off = static_cast<size_t>(b) * Tr::bs;
-    R.prefetch_step();
-    __m512i w[8];
-    if constexpr (Tr::q8) {
-      const __m512i x80 = _mm512_set1_epi8(static_cast<char>(0x80));
-      dwords4(R, off + Tr::qs, w);
-      dwords4(R, off + Tr::qs + 16, w + 4);
-      for (int i = 0; i < 8; ++i) w[i] = _mm512_xor_si512(w[i], x80);
-    } else {
-      dwords4(R, off + Tr::qs, w);  // low nibbles: elements 4i..4i+3, high: 16+4i..
-      for (int i = 0; i < 4; ++i) {
-        w[4 + i] = _mm512_and_si512(_mm512_srli_epi16(w[i], 4), m4);
-        w[i] = _mm512_and_si512(w[i], m4);
-      }
-    }
-    const __m512i G = gather(R, off);
-    const __m512 DW = half_lo(G);
-    __m512 MW = _mm512_setzero_ps();
-    if constexpr (Tr::min) MW = half_hi(G);
-    // Register tile: isum[t] for the TT tokens, each w[i] used by every token before the next.
-    const uint8_t* a0 = X + b * sizeof(BlockQA32);
-    __m512i isum[TT];
-    for (int t = 0; t < TT; ++t) {
-      int32_t sum;
-      std::memcpy(&sum, a0 + t * xrb + 8, 4);
-      isum[t] = Tr::zp ? _mm512_set1_epi32(-Tr::zp * sum) : _mm512_setzero_si512();
-    }
-    for (int i = 0; i < 8; ++i)
-      for (int t = 0; t < TT; ++t) isum[t] = _mm512_dpbusd_epi32(isum[t], w[i], bcast32(a0 + t * xrb + 16 + 4 * i));
-    for (int t = 0; t < TT; ++t) {
-      const uint8_t* a = a0 + t * xrb;
-      float da, sa;
-      std::memcpy(&da, a, 4);
-      std::memcpy(&sa, a + 4, 4);
-      acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(DW, _mm512_set1_ps(da)), _mm512_cvtepi32_ps(isum[t]), acc[t]);
-      if constexpr (Tr::min) acc[t] = _mm512_fmadd_ps(MW, _mm512_set1_ps(sa), acc[t]);
-    }
-  }
-  for (int t = 0; t < TT; ++t) _mm512_mask_storeu_ps(C + t * ldc, R.mask, acc[t]);
-}
-
-template <class Tr, template <class, int> class Tile>
-inline void q32_tiles(const Rows16& R, int64_t nb, const uint8_t* X, size_t xrb, int64_t T, float* C, int64_t ldc) {
-  for (int64_t t0 = 0; t0 < T; t0 += kTT) {
-    const uint8_t* x = X + t0 * xrb;
-    float* c = C + t0 * ldc;
-    switch (T - t0 < kTT ? T - t0 : kTT) {
-      case 1: Tile<Tr, 1>::run(R, nb, x, xrb, c, ldc); break;
-      case 2: Tile<Tr, 2>::run(R, nb, x, xrb, c, ldc); break;
-      case 3: Tile<Tr, 3>::run(R, nb, x, xrb, c, ldc); break;
-      case 4: Tile<Tr, 4>::run(R, nb, x, xrb, c, ldc); break;
-      case 5: Tile<Tr, 5>::run(R, nb, x, xrb, c, ldc); break;
-      case 6: Tile<Tr, 6>::run(R, nb, x, xrb, c, ldc); break;
-      case 7: Tile<Tr, 7>::run(R, nb, x, xrb, c, ldc); break;
-      default: Tile<Tr, 8>::run(R, nb, x, xrb, c, ldc); break;
-    }
-  }
-}
-template <class Tr, int TT>
-struct ZTile { static void run(const Rows16& R, int64_t nb, const uint8_t* x, size_t xrb, float* c, int64_t ldc) { q32_tile<Tr, TT>(R, nb, x, xrb, c, ldc); } };
-template <class Tr, int TT>
-struct DwTile { static void run(const Rows16& R, int64_t nb, const uint8_t* x, size_t xrb, float* c, int64_t ldc) { q32_tile_dw<Tr, TT>(R, nb, x, xrb, c, ldc); } };
-
 template <class Tr>
 void gemm_q32(const uint8_t* W, size_t wrb, int64_t K, const uint8_t* X, size_t xrb, int64_t T, float* C,
               int64_t ldc, int64_t n0, int64_t n1) {
   const int64_t nb = K / 32;
   for_row_groups(W, wrb, n0, n1, nb, [&](const Rows16& R, int64_t n) {
-    if constexpr (Tr::qh < 0) {
-      if (T >= 2) return q32_tiles<Tr, DwTile>(R, nb, X, xrb, T, C + n, ldc);
+    for (int64_t t0 = 0; t0 < T; t0 += kTT) {
+      const uint8_t* x = X + t0 * xrb;
+      float* c = C + t0 * ldc + n;
+      switch (T - t0 < kTT ? T - t0 : kTT) {
+        case 1: q32_tile<Tr, 1>(R, nb, x, xrb, c, ldc); break;
+        case 2: q32_tile<Tr, 2>(R, nb, x, xrb, c, ldc); break;
+        case 3: q32_tile<Tr, 3>(R, nb, x, xrb, c, ldc); break;
+        case 4: q32_tile<Tr, 4>(R, nb, x, xrb, c, ldc); break;
+        case 5: q32_tile<Tr, 5>(R, nb, x, xrb, c, ldc); break;
+        case 6: q32_tile<Tr, 6>(R, nb, x, xrb, c, ldc); break;
+        case 7: q32_tile<Tr, 7>(R, nb, x, xrb, c, ldc); break;
+        default: q32_tile<Tr, 8>(R, nb, x, xrb, c, ldc); break;
+      }
     }
-    q32_tiles<Tr, ZTile>(R, nb, X, xrb, T, C + n, ldc);
   });
 }
 
