@@ -2,6 +2,8 @@
 // tensors a reference kernel returned, and the growable, aligned buffers of the memory pool.
 #pragma once
 
+#include <sys/mman.h>
+
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
@@ -49,14 +51,18 @@ struct Val {
   T* as() const { return reinterpret_cast<T*>(data); }
 };
 
-// A growable buffer, 64-byte aligned, shared so that returned tensors can view it.
+// A growable buffer, 64-byte aligned, shared so that returned tensors can view it. From 2 MiB on
+// it is 2 MiB-aligned and advised for transparent huge pages (a prefill's activations).
 struct Buffer {
+  static constexpr size_t kHugePage = size_t{2} << 20;
   std::shared_ptr<uint8_t> owner;
   size_t capacity = 0;
   uint8_t* ensure(size_t bytes) {
     if (bytes > capacity) {
-      const size_t cap = (bytes + 63) / 64 * 64;
-      owner = std::shared_ptr<uint8_t>(static_cast<uint8_t*>(std::aligned_alloc(64, cap)), std::free);
+      const size_t align = bytes >= kHugePage ? kHugePage : 64;
+      const size_t cap = (bytes + align - 1) / align * align;
+      owner = std::shared_ptr<uint8_t>(static_cast<uint8_t*>(std::aligned_alloc(align, cap)), std::free);
+      if (align == kHugePage && owner) (void)::madvise(owner.get(), cap, MADV_HUGEPAGE);
       capacity = cap;
     }
     return owner.get();
