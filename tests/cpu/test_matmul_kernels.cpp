@@ -336,20 +336,21 @@ void run_packed_case(GgmlType t, int64_t K, int64_t N, int64_t T, std::mt19937& 
 TEST(MatmulPacked, EqualsTwinOnEveryIsa) {
   std::mt19937 rng(4321);
   const Counter before = g_count;
-  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q8_0})
+  for (GgmlType t : {GgmlType::Q4_0, GgmlType::Q4_1, GgmlType::Q5_0, GgmlType::Q5_1, GgmlType::Q8_0})
     for (int64_t K : {32, 64, 160, 576})
       for (int64_t N : {1, 15, 16, 17, 33, 70})
         for (int64_t T : {1, 2, 5, 8, 9, 17}) run_packed_case(t, K, N, T, rng);
   const int passed = g_count.passed - before.passed, failed = g_count.failed - before.failed;
   std::printf("packed matmul over %zu ISA(s): %d passed, %d failed\n", supported_isas().size(), passed, failed);
   EXPECT_EQ(failed, 0);
-  EXPECT_GE(passed, 432);
+  EXPECT_GE(passed, 720);
 }
 
 TEST(MatmulPacked, LayoutAndRefusals) {
   // Which types have a packed layout, and where the fast kernel is used.
   for (GgmlType t : kTypes) {
-    const bool expect = t == GgmlType::Q4_0 || t == GgmlType::Q4_1 || t == GgmlType::Q8_0;
+    const bool expect = t == GgmlType::Q4_0 || t == GgmlType::Q4_1 || t == GgmlType::Q5_0 || t == GgmlType::Q5_1 ||
+                        t == GgmlType::Q8_0;
     EXPECT_EQ(packed_layout(t), expect) << gguf::traits(t).name;
     EXPECT_EQ(packed_supports(Isa::avx512, t), expect);
     EXPECT_FALSE(packed_supports(Isa::avx2, t));

@@ -19,15 +19,34 @@ namespace {
 struct Parts {
   int fields;  // bytes of f16 fields before the codes in a GGUF block (2: d, 4: d and m)
   int chunks;  // dword chunks of codes (4: 16 bytes of nibbles, 8: 32 bytes of int8)
+  bool qh;     // a u32 of fifth bits after the fields (Q5_0, Q5_1)
 };
 
 bool parts_of(GgmlType t, Parts* p) {
   switch (t) {
-    case GgmlType::Q4_0: *p = {2, 4}; return true;
-    case GgmlType::Q4_1: *p = {4, 4}; return true;
-    case GgmlType::Q8_0: *p = {2, 8}; return true;
+    case GgmlType::Q4_0: *p = {2, 4, false}; return true;
+    case GgmlType::Q4_1: *p = {4, 4, false}; return true;
+    case GgmlType::Q5_0: *p = {2, 4, true}; return true;
+    case GgmlType::Q5_1: *p = {4, 4, true}; return true;
+    case GgmlType::Q8_0: *p = {2, 8, false}; return true;
     default: return false;
   }
+}
+
+// GGUF's qh (bit e = fifth bit of element e) <-> the packed order (byte i = the bits of elements
+// 4i..4i+3 in its low nibble and of 16+4i..16+4i+3 in its high nibble: chunk i's bits).
+uint32_t qh_to_packed(uint32_t qh) {
+  uint32_t o = 0;
+  for (int i = 0; i < 4; ++i) o |= (((qh >> (4 * i)) & 0xF) | (((qh >> (16 + 4 * i)) & 0xF) << 4)) << (8 * i);
+  return o;
+}
+uint32_t qh_from_packed(uint32_t o) {
+  uint32_t qh = 0;
+  for (int i = 0; i < 4; ++i) {
+    const uint32_t b = (o >> (8 * i)) & 0xFF;
+    qh |= ((b & 0xF) << (4 * i)) | ((b >> 4) << (16 + 4 * i));
+  }
+  return qh;
 }
 
 // Copies between one GGUF block of row r and its place in a packed group block; to_packed picks
@@ -36,7 +55,22 @@ void move_block(const Parts& pt, uint8_t* gguf_block, uint8_t* group_block, int 
   auto mv = [&](uint8_t* g, uint8_t* p, size_t n) { to_packed ? std::memcpy(p, g, n) : std::memcpy(g, p, n); };
   for (int f = 0; f < pt.fields / 2; ++f) mv(gguf_block + 2 * f, group_block + 32 * f + 2 * r, 2);
   uint8_t* q = group_block + 16 * pt.fields;
-  for (int i = 0; i < pt.chunks; ++i) mv(gguf_block + pt.fields + 4 * i, q + 64 * i + 4 * r, 4);
+  const uint8_t* codes = gguf_block + pt.fields;
+  if (pt.qh) {
+    uint32_t v;
+    if (to_packed) {
+      std::memcpy(&v, gguf_block + pt.fields, 4);
+      v = qh_to_packed(v);
+      std::memcpy(q + 4 * r, &v, 4);
+    } else {
+      std::memcpy(&v, q + 4 * r, 4);
+      v = qh_from_packed(v);
+      std::memcpy(gguf_block + pt.fields, &v, 4);
+    }
+    q += 64;
+    codes += 4;
+  }
+  for (int i = 0; i < pt.chunks; ++i) mv(const_cast<uint8_t*>(codes) + 4 * i, q + 64 * i + 4 * r, 4);
 }
 
 }  // namespace
@@ -81,7 +115,7 @@ Status matmul_packed(Isa isa, GgmlType t, const uint8_t* P, int64_t N, int64_t K
                      int64_t T, float* C, int64_t ldc, int64_t n0, int64_t n1) {
   if (!packed_layout(t))
     return make_error("matmul_packed: no packed layout for " + std::string(gguf::traits(t).name) + " weights",
-                      "packed types: Q4_0, Q4_1, Q8_0; use matmul on the GGUF layout");
+                      "packed types: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0; use matmul on the GGUF layout");
   if (K <= 0 || K % 32 != 0) return make_error("matmul_packed: K=" + std::to_string(K) + " is not a positive multiple of 32");
   if (T > 0 && xrb < quant_act_row_bytes(t, K))
     return make_error("matmul_packed: x_row_bytes=" + std::to_string(xrb) + " is less than one activation row",

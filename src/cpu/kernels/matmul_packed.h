@@ -4,16 +4,21 @@
 // wants them.
 //
 // ================================ THE PACKED LAYOUT ================================
-// Types: Q4_0, Q4_1, Q8_0 (32-element blocks; the types of SmolLM2 and of Q4_0/Q8_0 files).
-// Rows are taken 16 at a time (group g = rows 16g..16g+15; a last, partial group repeats its last
-// row). A group's blocks follow each other: block b of group g starts at
+// Types: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 (the 32-element blocks: SmolLM2's, Q4_0/Q8_0 files', most
+// of Gemma 3 Q4_K_M's matmuls). Rows are taken 16 at a time (group g = rows 16g..16g+15; a last,
+// partial group repeats its last row). A group's blocks follow each other: block b of group g
+// starts at
 //   P + (g * nb + b) * 16 * type_size          (nb = K / 32)
 // and holds the 16 rows' copies of that block, fields first, then the codes interleaved by dword:
-//   Q4_0 (288 bytes)  d[16] (f16)            | q[4][16][4]
-//   Q4_1 (320 bytes)  d[16] (f16), m[16]     | q[4][16][4]
-//   Q8_0 (544 bytes)  d[16] (f16)            | q[8][16][4]
-// q[i][r][j] is byte 4i+j of row r's code bytes (Q4: low nibble element 4i+j, high nibble element
-// 16+4i+j; Q8: element 4i+j). So 64 bytes q[i] are one register whose dword lane r belongs to row r,
+//   Q4_0 (288 bytes)  d[16] (f16)            |             q[4][16][4]
+//   Q4_1 (320 bytes)  d[16] (f16), m[16]     |             q[4][16][4]
+//   Q5_0 (352 bytes)  d[16] (f16)            | qh[16][4] | q[4][16][4]
+//   Q5_1 (384 bytes)  d[16] (f16), m[16]     | qh[16][4] | q[4][16][4]
+//   Q8_0 (544 bytes)  d[16] (f16)            |             q[8][16][4]
+// q[i][r][j] is byte 4i+j of row r's code bytes (Q4/Q5: low nibble element 4i+j, high nibble
+// element 16+4i+j; Q8: element 4i+j). qh[r][i] holds row r's fifth bits of chunk i: bit j = element
+// 4i+j, bit 4+j = element 16+4i+j (GGUF's qh u32, reordered). So 64 bytes q[i] are one register
+// whose dword lane r belongs to row r,
 // and vpdpbusd against the activation dword (4 elements) broadcast to every lane sums row r's
 // products in lane r: no transposes, no gathers, no reduction across lanes. Same size as the GGUF
 // rows (plus the padding rows of a last partial group).

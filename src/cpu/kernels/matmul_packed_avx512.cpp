@@ -1,5 +1,7 @@
 // AVX-512 VNNI matmul over packed weights (layout in matmul_packed.h), bit for bit the scalar
-// twin of matmul.h: one f32 lane per row, one chain per output over the blocks in order.
+// twin of matmul.h: one f32 lane per row, one chain per output over the blocks in order. Codes
+// are unsigned (Q4: 0..15, Q5: 0..31, Q8: int8 + 128); the offsets (-8, -16, -128) enter exactly
+// as -zp * sum(qa) at the start of each token's integer sum.
 //
 // Register tile: the 8 code registers of a block (w[i], lane r = row r's elements 4i..4i+3, Q4
 // nibbles split into two registers of 4) are loaded once and used by up to 8 tokens; isum[t] is
@@ -21,15 +23,20 @@ using gguf::GgmlType;
 
 constexpr int kTT = 8;  // tokens per tile
 
-struct PQ4_0 { static constexpr int bs = 18, fields = 1, chunks = 4, zp = 8;   static constexpr bool min = false; };
-struct PQ4_1 { static constexpr int bs = 20, fields = 2, chunks = 4, zp = 0;   static constexpr bool min = true; };
-struct PQ8_0 { static constexpr int bs = 34, fields = 1, chunks = 8, zp = 128; static constexpr bool min = false; };
+struct PQ4_0 { static constexpr int bs = 18, fields = 1, chunks = 4, zp = 8;   static constexpr bool min = false, qh = false; };
+struct PQ4_1 { static constexpr int bs = 20, fields = 2, chunks = 4, zp = 0;   static constexpr bool min = true,  qh = false; };
+struct PQ5_0 { static constexpr int bs = 22, fields = 1, chunks = 4, zp = 16;  static constexpr bool min = false, qh = true; };
+struct PQ5_1 { static constexpr int bs = 24, fields = 2, chunks = 4, zp = 0;   static constexpr bool min = true,  qh = true; };
+struct PQ8_0 { static constexpr int bs = 34, fields = 1, chunks = 8, zp = 128; static constexpr bool min = false, qh = false; };
 
 inline __m512i bcast32(const uint8_t* p) {
   int32_t v;
   std::memcpy(&v, p, 4);
   return _mm512_set1_epi32(v);
 }
+// vpshufb index base: in every byte of dword k of a 128-bit lane, 4k (the dword's first byte).
+inline __m512i dword_base() { return _mm512_set4_epi32(0x0C0C0C0C, 0x08080808, 0x04040404, 0x00000000); }
+
 inline float ldf(const uint8_t* p) {
   float v;
   std::memcpy(&v, p, 4);
@@ -59,7 +66,7 @@ void tile(const uint8_t* G, int64_t nb, const uint8_t* X, size_t xrb, float* C, 
     const __m512 DW = half16(p);
     __m512 MW = _mm512_setzero_ps();
     if constexpr (Tr::min) MW = half16(p + 32);
-    const uint8_t* q = p + 32 * Tr::fields;
+    const uint8_t* q = p + 32 * Tr::fields + (Tr::qh ? 64 : 0);
     __m512i w[8];
     if constexpr (Tr::chunks == 8) {
       for (int i = 0; i < 8; ++i) w[i] = _mm512_xor_si512(_mm512_loadu_si512(q + 64 * i), x80);  // int8 + 128
@@ -68,6 +75,20 @@ void tile(const uint8_t* G, int64_t nb, const uint8_t* X, size_t xrb, float* C, 
         const __m512i raw = _mm512_loadu_si512(q + 64 * i);
         w[i] = _mm512_and_si512(raw, m4);
         w[4 + i] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
+      }
+    }
+    if constexpr (Tr::qh) {
+      // Lane r's qh dword: byte i = chunk i's fifth bits (bit j: element 4i+j, bit 4+j: 16+4i+j).
+      // Byte i copied to the 4 bytes of its dword, then tested against 1,2,4,8 (low elements) and
+      // 16,32,64,128 (high): the set ones get +16.
+      const __m512i QH = _mm512_loadu_si512(p + 32 * Tr::fields);
+      const __m512i lo_bits = _mm512_set1_epi32(0x08040201), hi_bits = _mm512_set1_epi32(static_cast<int>(0x80402010u));
+      const __m512i c16 = _mm512_set1_epi8(16);
+      for (int i = 0; i < 4; ++i) {
+        const __m512i sel = _mm512_set1_epi32(0x01010101 * i);  // within each dword: byte i
+        const __m512i bi = _mm512_shuffle_epi8(QH, _mm512_add_epi8(sel, dword_base()));
+        w[i] = _mm512_mask_add_epi8(w[i], _mm512_test_epi8_mask(bi, lo_bits), w[i], c16);
+        w[4 + i] = _mm512_mask_add_epi8(w[4 + i], _mm512_test_epi8_mask(bi, hi_bits), w[4 + i], c16);
       }
     }
     // Activation block b of token t at a0 + t*xrb: {da, sa, sum(qa), -, qa[32]} (quant_act.h).
@@ -126,6 +147,8 @@ void matmul_packed_avx512(GgmlType t, const uint8_t* P, int64_t /*N*/, int64_t K
   switch (t) {
     case GgmlType::Q4_0: return gemm<PQ4_0>(P, K, X, xrb, T, C, ldc, n0, n1);
     case GgmlType::Q4_1: return gemm<PQ4_1>(P, K, X, xrb, T, C, ldc, n0, n1);
+    case GgmlType::Q5_0: return gemm<PQ5_0>(P, K, X, xrb, T, C, ldc, n0, n1);
+    case GgmlType::Q5_1: return gemm<PQ5_1>(P, K, X, xrb, T, C, ldc, n0, n1);
     case GgmlType::Q8_0: return gemm<PQ8_0>(P, K, X, xrb, T, C, ldc, n0, n1);
     default: return;
   }
