@@ -3,6 +3,7 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -69,11 +70,21 @@ void pack_weights(Isa isa, std::span<PackRequest> requests, ThreadPool* pool) {
     pw->arena = arena;
     uint8_t* dst = arena->data + offset.at(key_of(*r));
     pw->data = dst;
+    // In slices of about 8 MiB, each slice's file pages released once packed: a large weight (a
+    // 170 MB tied embedding) is never resident twice.
     const int64_t groups = (r->N + kPackRows - 1) / kPackRows;
-    auto pack = [&](int64_t g0, int64_t g1, int) { pack_groups(r->type, r->W, r->w_row_bytes, r->N, r->K, dst, g0, g1); };
-    if (pool) pool->parallel_for(groups, 1, pack);
-    else pack(0, groups, 0);
-    (void)gguf::release_file_pages(r->W, static_cast<size_t>(r->N) * r->w_row_bytes);
+    const size_t group_src = static_cast<size_t>(kPackRows) * r->w_row_bytes;
+    const int64_t slice = std::max<int64_t>(1, static_cast<int64_t>((size_t{8} << 20) / std::max<size_t>(1, group_src)));
+    for (int64_t s0 = 0; s0 < groups; s0 += slice) {
+      const int64_t s1 = std::min(groups, s0 + slice);
+      auto pack = [&](int64_t g0, int64_t g1, int) {
+        pack_groups(r->type, r->W, r->w_row_bytes, r->N, r->K, dst, s0 + g0, s0 + g1);
+      };
+      if (pool) pool->parallel_for(s1 - s0, 1, pack);
+      else pack(0, s1 - s0, 0);
+      const int64_t row0 = s0 * kPackRows, row1 = std::min(r->N, s1 * kPackRows);
+      (void)gguf::release_file_pages(r->W + row0 * r->w_row_bytes, static_cast<size_t>(row1 - row0) * r->w_row_bytes);
+    }
     g_cache[key_of(*r)] = pw;
     r->packed = pw;
   }
