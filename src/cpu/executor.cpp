@@ -125,7 +125,7 @@ Status Executor::Impl::compile(const ir::Model& m) {
     std::vector<int> group_of(steps.size(), -1);
     for (auto& [key, members] : by_input) {
       if (members.size() < 2 || !plan_fusion) continue;
-      if (members.size() > 8) members.resize(8);
+      if (members.size() > MatmulGroup::kMaxSteps) members.resize(MatmulGroup::kMaxSteps);
       const int g = static_cast<int>(groups.size());
       groups.push_back({members, 0});
       for (uint32_t i : members) group_of[i] = g;

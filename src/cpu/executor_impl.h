@@ -66,7 +66,8 @@ struct RopeTables {
 // split of all their rows over the threads, one barrier. Each output is its own matmul's, bit for
 // bit (the rows are computed by the same kernel; only who computes them changes).
 struct MatmulGroup {
-  std::vector<uint32_t> steps;
+  static constexpr size_t kMaxSteps = 8;
+  std::vector<uint32_t> steps;  // at most kMaxSteps
   uint64_t ran = 0;  // the run in which the first step computed them all
 };
 

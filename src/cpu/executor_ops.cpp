@@ -114,10 +114,9 @@ Status Executor::Impl::matmul_group(MatmulGroup& g, bool* done) {
   size_t xrb = 0;
   if (auto st = quantize_rows(lead, a.as<const float>(), T, &X, &xrb); !st) return st;
   // Every member's output, then one split of all their rows (members' N are multiples of 16).
-  constexpr size_t kMaxMembers = 8;
-  float* C[kMaxMembers];
-  int64_t first_row[kMaxMembers + 1] = {0};
-  const size_t nm = std::min(g.steps.size(), kMaxMembers);
+  float* C[MatmulGroup::kMaxSteps];
+  int64_t first_row[MatmulGroup::kMaxSteps + 1] = {0};
+  const size_t nm = g.steps.size();
   for (size_t j = 0; j < nm; ++j) {
     const Step& s = steps[g.steps[j]];
     int64_t shape[exec::kMaxRank];
