@@ -22,6 +22,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "builder/hparams.h"
 #include "frontend/ggml_graph.h"
@@ -34,6 +35,9 @@ struct BuildOptions {
   // The context the model will run with, where the graph depends on it: a phi3 LongRoPE file takes
   // its long factors beyond rope.scaling.original_context_length (as llama.cpp); 0: within it.
   int64_t n_ctx = 0;
+  // The KV cache's element type: F32, or F16 (half the memory; each K/V value rounded to nearest
+  // even when written, as llama.cpp's default cache). F16 needs flash_attn.
+  gguf::GgmlType kv_type = gguf::GgmlType::F32;
 };
 
 struct BuiltModel {
@@ -44,6 +48,9 @@ struct BuiltModel {
 // Errors: unsupported architecture, a missing or unknown metadata key or tensor (named), a tensor
 // whose shape does not fit the hyper-parameters, a tensor the architecture does not use.
 Result<BuiltModel> build(const gguf::File& file, const BuildOptions& opt = {});
+
+// "f32" or "f16" (any case) as a KV cache type (BuildOptions::kv_type); else an error naming them.
+Result<gguf::GgmlType> kv_type_from_name(std::string_view name);
 
 // Names of the per-layer cache inputs and outputs.
 std::string cache_k_name(int64_t layer);

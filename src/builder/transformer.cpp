@@ -263,8 +263,8 @@ class Builder {
       if (hp_.arch.q_scale_in_graph) q = g_.scale(q, hp_.attn_scale), kq_scale = 1.0f;
 
       // the cache: write this step's rows, then read all KV rows back as heads
-      int ck = g_.input(cache_k_name(il), GgmlType::F32, {Ekv, KV, 1, 1});
-      int cv = g_.input(cache_v_name(il), GgmlType::F32, {Ekv, KV, 1, 1});
+      int ck = g_.input(cache_k_name(il), opt_.kv_type, {Ekv, KV, 1, 1});
+      int cv = g_.input(cache_v_name(il), opt_.kv_type, {Ekv, KV, 1, 1});
       ck = g_.set_rows(ck, g_.reshape(k, {Ekv, T, 1, 1}), kv_idxs);   // [Ekv, KV]
       cv = g_.set_rows(cv, g_.reshape(v, {Ekv, T, 1, 1}), kv_idxs);
       g_.add_output(cache_k_name(il) + "_out", ck);
@@ -343,7 +343,20 @@ class Builder {
 
 }  // namespace
 
+Result<gguf::GgmlType> kv_type_from_name(std::string_view name) {
+  auto t = gguf::type_from_name(name);
+  if (!t || (*t != gguf::GgmlType::F32 && *t != gguf::GgmlType::F16))
+    return make_error("KV cache type '" + std::string(name) + "' is not supported", "use f32 or f16");
+  return *t;
+}
+
 Result<BuiltModel> build(const gguf::File& file, const BuildOptions& opt) {
+  if (opt.kv_type != gguf::GgmlType::F32 && opt.kv_type != gguf::GgmlType::F16)
+    return make_error("KV cache type " + std::string(gguf::traits(opt.kv_type).name) + " is not supported",
+                      "use f32 or f16");
+  if (opt.kv_type == gguf::GgmlType::F16 && !opt.flash_attn)
+    return make_error("an f16 KV cache needs flash attention (FLASH_ATTN_EXT)",
+                      "drop --no-flash-attn, or keep the f32 KV cache");
   auto hp = read_hparams(file);
   if (!hp) return hp.error();
   BuiltModel m;

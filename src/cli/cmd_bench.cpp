@@ -1,7 +1,7 @@
 // `ggflow bench`: prompt-processing and generation speed, in the manner of llama-bench.
 //
 //   ggflow bench -m FILE [-p 512] [-n 128] [-t 2] [-r 3] [--engine paged|sdpa|raw]
-//                [--executor cpu|ref] [--batch 1,2,4,8] [--json]
+//                [--executor cpu|ref] [--batch 1,2,4,8] [--kv-type f32|f16] [--json]
 //
 // Tests (each repeated -r times after one warm-up run, on a fresh sequence each time):
 //   pp<P>      one step of P prompt tokens (prefill); tokens/s = P / time
@@ -30,7 +30,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 struct Opts {
-  std::string model, engine = "paged", executor = "cpu", batch;
+  std::string model, engine = "paged", executor = "cpu", batch, kv_type = "f32";
   int p = 512, n = 128, threads = 0, reps = 3;
   bool json = false;
 };
@@ -95,7 +95,9 @@ Status bench(const Opts& o) {
     batches = *b;
     if (*layout != transforms::Layout::paged) return make_error("--batch needs the paged engine", "drop --engine or use paged");
   }
-  auto file = runtime::ModelFile::open(o.model);
+  auto kv_type = builder::kv_type_from_name(o.kv_type);
+  if (!kv_type) return kv_type.error();
+  auto file = runtime::ModelFile::open(o.model, builder::BuildOptions{.kv_type = *kv_type});
   if (!file) return file.error();
   const runtime::ModelFile& mf = **file;
   runtime::RunnerOptions ro;
@@ -198,6 +200,7 @@ void add(CLI::App& app, int& rc) {
   cmd->add_option("--engine", o->engine, "layout: paged | sdpa | raw")->capture_default_str();
   cmd->add_option("--executor", o->executor, "cpu | ref")->capture_default_str();
   cmd->add_option("--batch", o->batch, "paged: aggregate decode with B sequences together, e.g. 1,2,4,8");
+  cmd->add_option("--kv-type", o->kv_type, "KV cache element type: f32 | f16")->capture_default_str();
   cmd->add_flag("--json", o->json, "one JSON record per test (llama-bench's field names)");
   cmd->callback([o, &rc] {
     if (auto s = bench(*o); !s) rc = fail("bench", s.error());

@@ -51,7 +51,7 @@ Result<std::vector<int32_t>> parse_ids(const std::string& s) {
 }
 
 struct Opts {
-  std::string engine = "paged", executor = "cpu", model, tokens, prompt, dump, max_memory;
+  std::string engine = "paged", executor = "cpu", model, tokens, prompt, dump, max_memory, kv_type = "f32";
   int n = -1;
   int32_t kv_blocks = 64;
   int threads = 0;
@@ -114,7 +114,8 @@ bool print_text(std::string_view text) {
 Result<pipeline::GenerationResult> run_paged(const Opts& o, const runtime::ModelFile& file,
                                             const nlohmann::ordered_json& messages) {
   const auto& hp = file.hparams();
-  const int64_t kv = int64_t(o.kv_blocks) * serving::BlockManager::kv_bytes_per_block(hp.n_layer, hp.n_head_kv, hp.head_dim, sizeof(float));
+  const int64_t kv = int64_t(o.kv_blocks) * serving::BlockManager::kv_bytes_per_block(hp.n_layer, hp.n_head_kv, hp.head_dim,
+                                                                                      file.kv_elem_bytes());
   if (auto s = runtime::check_memory_budget(file.path(), kv, o.max_memory); !s) return s.error();
   serving::EngineConfig cfg;
   cfg.num_blocks = o.kv_blocks;
@@ -166,6 +167,7 @@ void add(CLI::App& app, int& rc) {
   cmd->add_flag("--verbose", o->verbose, "print the executor and what ran on the reference kernel (fallbacks) on stderr");
   cmd->add_option("--max-memory", o->max_memory, "refuse a model (+ paged KV cache) that needs more (e.g. 8GiB; default: the memory available)");
   cmd->add_option("--kv-blocks", o->kv_blocks, "paged: KV cache blocks of 32 tokens")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--kv-type", o->kv_type, "KV cache element type: f32 | f16 (half the memory)")->capture_default_str();
   cmd->add_option("-m,--model", o->model, "the .gguf model")->required();
   cmd->add_option("-p,--prompt", o->prompt, "prompt text");
   cmd->add_flag("--chat", o->chat, "wrap the prompt in the model's chat template as a user message");
@@ -195,8 +197,14 @@ void add(CLI::App& app, int& rc) {
     }
     // The file is opened once: the tokenizer and every layout's model come from this mapping.
     // n_ctx: the paged pool's tokens, the longest context a request can reach (phi3 LongRoPE's factors)
+    auto kv_type = builder::kv_type_from_name(o->kv_type);
+    if (!kv_type) {
+      rc = fail("run", kv_type.error());
+      return;
+    }
     auto file = runtime::ModelFile::open(o->model, builder::BuildOptions{.flash_attn = !o->no_fa,
-                                                                        .n_ctx = int64_t(o->kv_blocks) * 32});
+                                                                        .n_ctx = int64_t(o->kv_blocks) * 32,
+                                                                        .kv_type = *kv_type});
     if (!file) {
       rc = fail("run", file.error());
       return;

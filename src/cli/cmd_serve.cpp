@@ -1,6 +1,6 @@
 // `ggflow serve`: the OpenAI-compatible server (docs/SERVER.md).
 //
-//   ggflow serve -m FILE [--host H] [--port P] [-t N] [--parallel N] [--kv-cache SIZE]
+//   ggflow serve -m FILE [--host H] [--port P] [-t N] [--parallel N] [--kv-cache SIZE] [--kv-type f32|f16]
 //                [--max-batched-tokens N] [--ctx-size N] [--max-queue N] [--api-key KEY]
 //                [--served-model-name NAME] [--no-webui] [--max-body SIZE] [--shutdown-timeout S]
 //
@@ -24,6 +24,7 @@ namespace {
 
 struct Opts {
   std::string model, host = "127.0.0.1", kv_cache = "256MiB", api_key, name, max_body = "8MiB", executor = "cpu", max_memory;
+  std::string kv_type = "f32";
   int port = 8080, threads = 0, parallel = 8, max_batched = 512, max_queue = 64, shutdown_timeout = 10;
   int64_t ctx = 0;
   bool no_webui = false;
@@ -46,12 +47,14 @@ std::string default_name(const std::string& path) {
 // The model, its KV pool and context, as the pipeline wants them.
 Result<std::unique_ptr<pipeline::ContinuousBatchingPipeline>> load(const Opts& o, int64_t& context) {
   if (auto s = runtime::check_memory_budget(o.model, 0, o.max_memory); !s) return s.error();  // before mapping
-  auto file = runtime::ModelFile::open(o.model);
+  auto kv_type = builder::kv_type_from_name(o.kv_type);
+  if (!kv_type) return kv_type.error();
+  auto file = runtime::ModelFile::open(o.model, builder::BuildOptions{.kv_type = *kv_type});
   if (!file) return file.error();
   const auto& hp = (*file)->hparams();
   auto kv = parse_kv_cache(o.kv_cache);
   if (!kv) return kv.error();
-  const int64_t per_block = serving::BlockManager::kv_bytes_per_block(hp.n_layer, hp.n_head_kv, hp.head_dim, sizeof(float));
+  const int64_t per_block = serving::BlockManager::kv_bytes_per_block(hp.n_layer, hp.n_head_kv, hp.head_dim, (*file)->kv_elem_bytes());
   const int64_t blocks = *kv < 0 ? -*kv : *kv / per_block;
   if (blocks < 1 || blocks > INT32_MAX)
     return make_error("--kv-cache " + o.kv_cache + " holds " + std::to_string(blocks) + " blocks of 32 tokens (" +
@@ -65,7 +68,7 @@ Result<std::unique_ptr<pipeline::ContinuousBatchingPipeline>> load(const Opts& o
                           " blocks x 32 tokens = " + std::to_string(capacity) + " tokens",
                       "lower --ctx-size or raise --kv-cache");
   if (hp.arch.rope_long_short && context > hp.n_ctx_orig) {  // phi3 LongRoPE: the long factors (builder/build.h)
-    file = runtime::ModelFile::open(o.model, builder::BuildOptions{.n_ctx = context});
+    file = runtime::ModelFile::open(o.model, builder::BuildOptions{.n_ctx = context, .kv_type = *kv_type});
     if (!file) return file.error();
   }
   serving::EngineConfig cfg;
@@ -137,6 +140,7 @@ void add(CLI::App& app, int& rc) {
   cmd->add_option("-t,--threads", o->threads, "executor threads (default: the machine's cores)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--parallel,--max-num-seqs", o->parallel, "sequences decoded together")->capture_default_str()->check(CLI::Range(1, 1024));
   cmd->add_option("--kv-cache", o->kv_cache, "KV pool: blocks of 32 tokens (512) or a size (256MiB)")->capture_default_str();
+  cmd->add_option("--kv-type", o->kv_type, "KV cache element type: f32 | f16 (half the memory: twice the blocks)")->capture_default_str();
   cmd->add_option("--max-batched-tokens", o->max_batched, "tokens per engine step")->capture_default_str()->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--ctx-size", o->ctx, "tokens per request (default: min(2048, the model's, the pool))")->check(CLI::Range(int64_t(1), int64_t(1) << 30));
   cmd->add_option("--max-queue", o->max_queue, "requests waiting beyond --parallel before 429")->capture_default_str()->check(CLI::Range(0, 1 << 20));

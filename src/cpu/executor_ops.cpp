@@ -357,8 +357,9 @@ Status Executor::Impl::scatter(Step& s, bool* done) {
 Status Executor::Impl::paged_attention(Step& s, bool* done) {
   const Val &q0 = in(s, 0), &k0 = in(s, 1), &v0 = in(s, 2), &kc = in(s, 3), &vc = in(s, 4);
   const ir::Node& n = *s.node;
-  if (!kc.writable || !vc.writable || consumers[s.in[3]] != 1 || consumers[s.in[4]] != 1 || kc.type != ElementType::f32 ||
-      vc.type != ElementType::f32 || q0.type != ElementType::f32 || k0.type != ElementType::f32 ||
+  const bool half = kc.type == ElementType::f16;  // an f16 cache (attention.h); else f32
+  if (!kc.writable || !vc.writable || consumers[s.in[3]] != 1 || consumers[s.in[4]] != 1 ||
+      !(kc.type == ElementType::f32 || half) || vc.type != kc.type || q0.type != ElementType::f32 || k0.type != ElementType::f32 ||
       v0.type != ElementType::f32 || kc.rank != 4 || vc.rank != 4 || q0.rank != 2 || kc.shape[2] != kKvBlock ||
       in(s, 12).numel() != 0 || !kc.contiguous() || !vc.contiguous())
     return *done = false, Status{};
@@ -406,15 +407,21 @@ Status Executor::Impl::paged_attention(Step& s, bool* done) {
   const Val& q = dense(q0, scratch, tq);
   const Val& k = dense(k0, qbuf, tk);
   const Val& v = dense(v0, kvbuf, tv);
-  KvCache cache{kc.as<float>(), vc.as<float>(), NB, Hk, S, Sv};
-  // 1. this step's K/V rows into their blocks, before anything reads them
-  for (int64_t t = 0; t < T; ++t) {
-    const int64_t b = seq[t];
-    if (auto st = kv_write(cache, bi + bib[b], bib[b + 1] - bib[b], pos[t], k.as<const float>() + t * Hk * S,
-                           v.as<const float>() + t * Hk * Sv);
-        !st)
-      return make_error(n.describe() + ": " + st.error().what);
-  }
+  KvCache cache{half ? nullptr : kc.as<float>(), half ? nullptr : vc.as<float>(), NB, Hk, S, Sv,
+                half ? kc.as<uint16_t>() : nullptr, half ? vc.as<uint16_t>() : nullptr};
+  // 1. this step's K/V rows into their blocks (each token's rows apart: split over the threads),
+  // before anything reads them
+  FirstError werr;
+  auto write = [&](int64_t t0, int64_t t1, int) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t b = seq[t];
+      werr.note(kv_write(isa, cache, bi + bib[b], bib[b + 1] - bib[b], pos[t], k.as<const float>() + t * Hk * S,
+                         v.as<const float>() + t * Hk * Sv));
+    }
+  };
+  if (T > 1) pool->parallel_for(T, 1, write);
+  else write(0, T, 0);
+  if (werr.set) return make_error(n.describe() + ": " + werr.status.error().what);
   // 2. attention per (token, kv head)
   const int64_t out_shape[2] = {T, Hq * Sv};
   Val& y = alloc_out(s, out_shape);

@@ -33,6 +33,8 @@ class ModelFile {
   // The training context ({arch}.context_length), or 4096 when the file has none.
   int64_t n_ctx_train() const { return hp_.n_ctx_train > 0 ? hp_.n_ctx_train : 4096; }
   bool flash_attn() const { return opt_.flash_attn; }
+  // Bytes per KV cache element: 4 (f32) or 2 (f16, BuildOptions::kv_type).
+  int64_t kv_elem_bytes() const { return opt_.kv_type == gguf::GgmlType::F16 ? 2 : 4; }
 
   // A fresh model in `layout`: the raw graph cloned (weights shared), then the layout passes and
   // the fusions for execution (transforms/fusion), the same in every layout. `log` receives the

@@ -278,7 +278,7 @@ TEST(KernelsAttention, BatchSplitsAndComposition) {
       std::vector<float> k(kv_heads * S), v(kv_heads * S);
       for (float& f : k) f = 0.5f * nd01(rng);
       for (float& f : v) f = nd01(rng);
-      auto st = kv_write(c.view, block_indices.data() + block_begins[s], block_begins[s + 1] - block_begins[s], p,
+      auto st = kv_write(Isa::scalar, c.view, block_indices.data() + block_begins[s], block_begins[s + 1] - block_begins[s], p,
                          k.data(), v.data());
       tally.check(st.ok(), "kv_write");
       const float* back = c.krow(block_indices[block_begins[s] + p / kKvBlock], 1, p % kKvBlock);
@@ -343,7 +343,7 @@ TEST(KernelsAttention, PrefillBatch) {
           std::vector<float> k(kv_heads * S), v(kv_heads * S);
           for (float& f : k) f = 0.5f * nd01(rng);
           for (float& f : v) f = nd01(rng);
-          tally.check(kv_write(c.view, block_indices.data() + block_begins[s], block_begins[s + 1] - block_begins[s], p,
+          tally.check(kv_write(Isa::scalar, c.view, block_indices.data() + block_begins[s], block_begins[s + 1] - block_begins[s], p,
                                k.data(), v.data())
                           .ok(),
                       "prefill kv_write");
@@ -517,7 +517,7 @@ TEST(KernelsAttention, SoftCapPrefillBatch) {
         std::vector<float> k(kv_heads * S), v(kv_heads * S);
         for (float& f : k) f = 0.5f * nd01(rng);
         for (float& f : v) f = nd01(rng);
-        tally.check(kv_write(c.view, table.data(), 3, p, k.data(), v.data()).ok(), "softcap prefill kv_write");
+        tally.check(kv_write(Isa::scalar, c.view, table.data(), 3, p, k.data(), v.data()).ok(), "softcap prefill kv_write");
       }
       std::vector<float> q(T * q_heads * S);
       for (float& f : q) f = nd01(rng);
@@ -690,7 +690,7 @@ TEST(KernelsAttention, Errors) {
   }
   KvCache empty;
   tally.check(!attention(Isa::scalar, empty, a, scratch.data(), 1024).ok(), "empty cache accepted");
-  tally.check(!kv_write(c.view, table.data(), 2, 64, q.data(), q.data()).ok(), "kv_write past the table accepted");
+  tally.check(!kv_write(Isa::scalar, c.view, table.data(), 2, 64, q.data(), q.data()).ok(), "kv_write past the table accepted");
   // tile sizes: by rows, by the scratch budget, never below one query
   tally.check(attention_tile_queries(4, 512) == 16 && attention_tile_queries(3, 512) == 16 &&
                   attention_tile_queries(8, 512) == 8 && attention_tile_queries(64, 512) == 1,

@@ -2,12 +2,15 @@
 // sequences in one call (a prefill from 0, a decode row after 37 cached rows, a chunk of 7 after
 // 10), GQA 4/2, shuffled block tables, with and without a sliding window, with and without the
 // logit soft-cap (PagedAttention's optional input 13 = SDPA's logit_softcap); and the cache writes.
+// With f16 caches: the rows are rounded as they are written (gguf::f32_to_f16) and the attention
+// equals SDPA on the rounded K/V, bit for bit.
 #include <gtest/gtest.h>
 
 #include <cstring>
 #include <limits>
 #include <random>
 
+#include "gguf/dequant.h"
 #include "ir/ir.h"
 
 namespace ggflow::ir {
@@ -19,16 +22,21 @@ struct Seq {
   int64_t past, n;
 };
 
+bool g_half = false;  // run_case's f16 caches: randv rounds to f16
+
 std::vector<float> randv(std::mt19937& g, size_t n) {
   std::normal_distribution<float> d(0.0f, 1.0f);
   std::vector<float> v(n);
-  for (auto& x : v) x = d(g);
+  for (auto& x : v) x = g_half ? gguf::f16_to_f32(gguf::f32_to_f16(d(g))) : d(g);
   return v;
 }
 
 // softcap: 0 builds the 13-input op (no input 13); else input 13 = softcap and SDPA's attribute.
-void run_case(int64_t window, float softcap = 0.0f) {
+// half: f16 caches; K, V (and the garbage) are drawn already rounded to f16, so SDPA sees what the cache holds.
+void run_case(int64_t window, float softcap = 0.0f, bool half = false) {
   std::mt19937 g(7 + static_cast<unsigned>(window));
+  g_half = half;
+  const ElementType ct = half ? ElementType::f16 : ElementType::f32;
   const std::vector<Seq> seqs = {{0, 5}, {37, 1}, {10, 7}};
   int64_t T = 0, nblocks = 0;
   for (auto s : seqs) T += s.n, nblocks += (s.past + s.n + BS - 1) / BS;
@@ -69,8 +77,8 @@ void run_case(int64_t window, float softcap = 0.0f) {
   }
   ops::PagedAttentionInputs in{
       ops::constant(Tensor::f32({T, Hq * S}, q)), ops::constant(Tensor::f32({T, Hkv * S}, k)),
-      ops::constant(Tensor::f32({T, Hkv * S}, v)), ops::constant(Tensor::f32({NB, Hkv, BS, S}, kc)),
-      ops::constant(Tensor::f32({NB, Hkv, BS, S}, vc)), ops::const_i32(past), ops::const_i32(sb), ops::const_i32(bi),
+      ops::constant(Tensor::f32({T, Hkv * S}, v)), ops::constant(Tensor::from_f32(ct, {NB, Hkv, BS, S}, kc)),
+      ops::constant(Tensor::from_f32(ct, {NB, Hkv, BS, S}, vc)), ops::const_i32(past), ops::const_i32(sb), ops::const_i32(bi),
       ops::const_i32(bib), ops::const_i32({max_ctx}, std::vector<int64_t>{}), ops::scalar_f32(0.3f),
       ops::const_i32({window}, std::vector<int64_t>{}), ops::const_f32({}, std::vector<int64_t>{0})};
   if (softcap != 0.0f) in.logit_softcap = ops::scalar_f32(softcap);
@@ -81,6 +89,7 @@ void run_case(int64_t window, float softcap = 0.0f) {
   Model m({ops::result(Value(pa, 0), "out"), ops::result(Value(pa, 1), "kc"), ops::result(Value(pa, 2), "vc")}, {});
   auto r = evaluate(m, {});
   ASSERT_TRUE(static_cast<bool>(r)) << r.error().str();
+  EXPECT_EQ((*r)[1].type(), ct);
   auto out = (*r)[0].to_f32(), kc2 = (*r)[1].to_f32(), vc2 = (*r)[2].to_f32();
 
   const float ninf = -std::numeric_limits<float>::infinity();
@@ -133,6 +142,10 @@ TEST(PagedAttentionOp, SlidingWindowMatchesSdpaBitForBit) { run_case(6); }
 // q.k * 0.3 of random unit vectors (S = 8) reaches ~±3: a cap of 1.5 bends most scores.
 TEST(PagedAttentionOp, LogitSoftcapMatchesSdpaBitForBit) { run_case(0, 1.5f); }
 TEST(PagedAttentionOp, LogitSoftcapSlidingWindowMatchesSdpaBitForBit) { run_case(6, 1.5f); }
+TEST(PagedAttentionOp, HalfCachesMatchSdpaOnTheRoundedValues) {
+  run_case(0, 0.0f, true);
+  run_case(6, 1.5f, true);
+}
 
 // The soft-cap changes the result (the capped op is not silently the plain one), and a non-finite
 // or non-scalar input 13 is refused.

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "cpu/kernels/math.h"
+#include "gguf/dequant.h"
 
 namespace ggflow::cpu {
 
@@ -16,18 +17,27 @@ namespace {
 
 int64_t round16(int64_t n) { return (n + 15) / 16 * 16; }
 
-const float* key_row(const KvCache& c, int64_t block, int64_t kvh, int64_t slot) {
-  return c.k + ((block * c.kv_heads + kvh) * kKvBlock + slot) * c.head_size;
+void halves_to_f32(const uint16_t* h, int64_t n, float* f) {
+  for (int64_t i = 0; i < n; ++i) f[i] = gguf::f16_to_f32(h[i]);
 }
-const float* value_row(const KvCache& c, int64_t block, int64_t kvh, int64_t slot) {
-  return c.v + ((block * c.kv_heads + kvh) * kKvBlock + slot) * c.v_size;
+// One key / value row as f32: in place, or (f16 cache) converted into buf.
+const float* key_row(const KvCache& c, int64_t block, int64_t kvh, int64_t slot, float* buf) {
+  return detail::cache_rows(c.k, c.k16, c, block, kvh, slot, 1, c.head_size, buf, halves_to_f32);
+}
+const float* value_row(const KvCache& c, int64_t block, int64_t kvh, int64_t slot, float* buf) {
+  return detail::cache_rows(c.v, c.v16, c, block, kvh, slot, 1, c.v_size, buf, halves_to_f32);
 }
 
 Status check_cache(const KvCache& c) {
-  if (!c.k || !c.v || c.num_blocks <= 0 || c.kv_heads <= 0 || c.head_size <= 0 || c.v_size <= 0)
-    return make_error("attention: the KV cache is empty or has a non-positive dimension (blocks " +
+  const bool f32 = c.k && c.v && !c.k16 && !c.v16, f16 = c.k16 && c.v16 && !c.k && !c.v;
+  if (!(f32 || f16) || c.num_blocks <= 0 || c.kv_heads <= 0 || c.head_size <= 0 || c.v_size <= 0)
+    return make_error("attention: the KV cache is empty, mixes f32 and f16, or has a non-positive dimension (blocks " +
                       std::to_string(c.num_blocks) + ", kv heads " + std::to_string(c.kv_heads) + ", head size " +
                       std::to_string(c.head_size) + ", value size " + std::to_string(c.v_size) + ")");
+  if (f16 && (c.head_size > kMaxHalfRow || c.v_size > kMaxHalfRow))
+    return make_error("attention: an f16 KV cache takes head sizes up to " + std::to_string(kMaxHalfRow) + ", got " +
+                          std::to_string(c.head_size) + " / " + std::to_string(c.v_size),
+                      "use an f32 KV cache (--kv-type f32) for this model");
   return {};
 }
 
@@ -77,6 +87,7 @@ float dot16(const float* q, const float* k, int64_t S) {
 void attention_scalar(const KvCache& c, const AttentionQuery& a, const detail::AttnPlan& pl, float* scratch) {
   const float ninf = -std::numeric_limits<float>::infinity();
   const int64_t S = c.head_size, Sv = c.v_size;
+  float row[kMaxHalfRow];  // an f16 cache's row as f32
   for (int64_t qi = 0; qi < a.nq; ++qi) {
     const float* q = a.q + qi * a.q_stride;
     float* out = a.out + qi * a.out_stride;
@@ -85,7 +96,7 @@ void attention_scalar(const KvCache& c, const AttentionQuery& a, const detail::A
     const float scale = detail::score_scale(a);
     for (int64_t j = 0; j < pl.n; ++j) {
       const int64_t p = pl.lo + j;
-      P[j] = dot16(q, key_row(c, a.block_table[p / kKvBlock], a.kv_head, p % kKvBlock), S) * scale;
+      P[j] = dot16(q, key_row(c, a.block_table[p / kKvBlock], a.kv_head, p % kKvBlock, row), S) * scale;
     }
     if (a.softcap != 0.0f)
       for (int64_t j = 0; j < pl.n; ++j) P[j] = a.softcap * math::tanh(P[j]);
@@ -103,7 +114,7 @@ void attention_scalar(const KvCache& c, const AttentionQuery& a, const detail::A
     // weighted values, key order
     for (int64_t j = 0; j < pl.n; ++j) {
       const int64_t p = pl.lo + j;
-      const float* v = value_row(c, a.block_table[p / kKvBlock], a.kv_head, p % kKvBlock);
+      const float* v = value_row(c, a.block_table[p / kKvBlock], a.kv_head, p % kKvBlock, row);
       for (int64_t d = 0; d < Sv; ++d) out[d] = math::fma_(P[j], v[d], out[d]);
     }
     for (int64_t d = 0; d < Sv; ++d) out[d] = out[d] / sum;
@@ -242,8 +253,8 @@ Status attention_rows(Isa isa, const KvCache& c, const AttentionBatch& b, int64_
   return {};
 }
 
-Status kv_write(const KvCache& c, const int32_t* block_table, int64_t table_len, int64_t pos, const float* k,
-                const float* v) {
+Status kv_write(Isa isa, const KvCache& c, const int32_t* block_table, int64_t table_len, int64_t pos,
+                const float* k, const float* v) {
   if (auto st = check_cache(c); !st) return st;
   if (pos < 0 || pos >= table_len * kKvBlock)
     return make_error("kv_write: position " + std::to_string(pos) + " outside the block table's " +
@@ -251,11 +262,22 @@ Status kv_write(const KvCache& c, const int32_t* block_table, int64_t table_len,
   const int64_t b = block_table[pos / kKvBlock];
   if (b < 0 || b >= c.num_blocks)
     return make_error("kv_write: block index " + std::to_string(b) + " outside the cache's " + std::to_string(c.num_blocks) + " blocks");
+  const int64_t kat = (b * c.kv_heads * kKvBlock + pos % kKvBlock) * c.head_size, kstep = kKvBlock * c.head_size;
+  const int64_t vat = (b * c.kv_heads * kKvBlock + pos % kKvBlock) * c.v_size, vstep = kKvBlock * c.v_size;
   for (int64_t h = 0; h < c.kv_heads; ++h) {
-    std::memcpy(const_cast<float*>(key_row(c, b, h, pos % kKvBlock)), k + h * c.head_size,
-                static_cast<size_t>(c.head_size) * sizeof(float));
-    std::memcpy(const_cast<float*>(value_row(c, b, h, pos % kKvBlock)), v + h * c.v_size,
-                static_cast<size_t>(c.v_size) * sizeof(float));
+    const float *kh = k + h * c.head_size, *vh = v + h * c.v_size;
+    if (c.half()) {
+      auto halves = [&](const float* f, int64_t n, uint16_t* o) {
+        if (isa == Isa::avx512) detail::f32_to_halves_avx512(f, n, o);
+        else if (isa == Isa::avx2) detail::f32_to_halves_avx2(f, n, o);
+        else for (int64_t d = 0; d < n; ++d) o[d] = gguf::f32_to_f16(f[d]);
+      };
+      halves(kh, c.head_size, c.k16 + kat + h * kstep);
+      halves(vh, c.v_size, c.v16 + vat + h * vstep);
+    } else {
+      std::memcpy(c.k + kat + h * kstep, kh, static_cast<size_t>(c.head_size) * sizeof(float));
+      std::memcpy(c.v + vat + h * vstep, vh, static_cast<size_t>(c.v_size) * sizeof(float));
+    }
   }
   return {};
 }

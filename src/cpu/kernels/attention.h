@@ -44,7 +44,12 @@
 // difference is summation order, FMA, exp's < 1 ulp and tanh's <= 2 ulp. Tested
 // (test_kernels_attention): |out - ref| <= 2e-6 max|v| against a double reference (6e-8
 // measured; soft-capped 2.3e-7) and against ir/attention_row.h itself (1.4e-7; soft-capped 4.4e-7).
-// Element type: f32 cache. (An f16 cache changes only the K/V row loads.)
+// Element type: f32 or f16 cache. An f16 cache holds each K/V value as IEEE half, rounded to
+// nearest even when written (kv_write, gguf::f32_to_f16, numpy's astype(float16)) and read back
+// exactly; everything above then runs on those values unchanged, so an f16 cache gives the bits
+// of an f32 cache holding the same rounded values (the other layouts round with a Convert to f16
+// before their cache). The SIMD versions convert a 16-key chunk of K or a block of V to f32 when
+// they load it (vcvtph2ps, exact).
 #pragma once
 
 #include <cstdint>
@@ -56,12 +61,18 @@ namespace ggflow::cpu {
 
 inline constexpr int64_t kKvBlock = 32;  // tokens per cache block
 
-// One layer's cache: k [num_blocks, kv_heads, 32, head_size], v [num_blocks, kv_heads, 32, v_size].
+// One layer's cache: k [num_blocks, kv_heads, 32, head_size], v [num_blocks, kv_heads, 32, v_size],
+// f32 (k, v) or f16 (k16, v16; the other pair null).
 struct KvCache {
   float* k = nullptr;
   float* v = nullptr;
   int64_t num_blocks = 0, kv_heads = 0, head_size = 0, v_size = 0;
+  uint16_t* k16 = nullptr;
+  uint16_t* v16 = nullptr;
+  bool half() const { return k16 != nullptr; }
 };
+// Head and value sizes an f16 cache takes (a chunk of K and a block of V are converted on the stack).
+inline constexpr int64_t kMaxHalfRow = 512;
 
 // A group of nq query rows sharing one kv head and one key range.
 struct AttentionQuery {
@@ -131,9 +142,10 @@ int64_t attention_rows_scratch_floats(const KvCache& c, const AttentionBatch& b,
 Status attention_rows(Isa isa, const KvCache& cache, const AttentionBatch& b, int64_t i0, int64_t i1, float* scratch,
                       int64_t scratch_floats);
 
-// Writes one token's k [kv_heads * head_size] and v [kv_heads * v_size] rows at position `pos`.
-Status kv_write(const KvCache& cache, const int32_t* block_table, int64_t table_len, int64_t pos, const float* k,
-                const float* v);
+// Writes one token's k [kv_heads * head_size] and v [kv_heads * v_size] rows at position `pos`;
+// into an f16 cache rounded as gguf::f32_to_f16 (NaN -> sign | 0x7E00), on every ISA bit for bit.
+Status kv_write(Isa isa, const KvCache& cache, const int32_t* block_table, int64_t table_len, int64_t pos,
+                const float* k, const float* v);
 
 namespace detail {
 // What dot_j is multiplied by: scale, or scale / softcap when soft-capping (then s_j is capped).
@@ -154,6 +166,31 @@ struct AttnTile {
   float* scratch = nullptr;
   int64_t stride = 0;
 };
+// The f32 rows [slot, slot + n) of kv head kvh in cache block `block`: in place for an f32 cache;
+// for an f16 one, converted into buf (n * row floats) by `convert` (an ISA's exact vcvtph2ps loop).
+template <class Convert>
+inline const float* cache_rows(const float* f32, const uint16_t* f16, const KvCache& c, int64_t block, int64_t kvh,
+                               int64_t slot, int64_t n, int64_t row, float* buf, Convert convert) {
+  const int64_t at = ((block * c.kv_heads + kvh) * kKvBlock + slot) * row;
+  if (!f16) return f32 + at;
+  convert(f16 + at, n * row, buf);
+  return buf;
+}
+// Prefetches rows [slot, slot + n) of kv head kvh in cache block `block` (K: is_k, else V), when
+// the block id is inside the cache: the SIMD tiles fetch the next K chunk and V block while this one
+// computes (a decode step finds the cache in DRAM, the weights having streamed through the caches).
+inline void prefetch_rows(const KvCache& c, bool is_k, int64_t block, int64_t kvh, int64_t slot, int64_t n) {
+  if (block < 0 || block >= c.num_blocks) return;
+  const int64_t row = is_k ? c.head_size : c.v_size, at = ((block * c.kv_heads + kvh) * kKvBlock + slot) * row;
+  const char* p = c.half() ? reinterpret_cast<const char*>((is_k ? c.k16 : c.v16) + at)
+                           : reinterpret_cast<const char*>((is_k ? c.k : c.v) + at);
+  const int64_t bytes = n * row * (c.half() ? 2 : 4);
+  for (int64_t i = 0; i < bytes; i += 64) __builtin_prefetch(p + i, 0, 3);
+}
+// n floats to halves as gguf::f32_to_f16 (vcvtps2ph, round to nearest even; NaN lanes set to
+// sign | 0x7E00 as the twin).
+void f32_to_halves_avx2(const float* f, int64_t n, uint16_t* h);
+void f32_to_halves_avx512(const float* f, int64_t n, uint16_t* h);
 void attention_tile_avx2(const KvCache& c, const AttnTile& t);
 void attention_tile_avx512(const KvCache& c, const AttnTile& t);
 }  // namespace detail

@@ -37,6 +37,7 @@
 #include <cmath>
 #include <limits>
 
+#include "gguf/dequant.h"
 #include "ir/attention_row.h"
 #include "ir/infer_ctx.h"
 #include "ir/kernel_util.h"
@@ -116,13 +117,26 @@ Outs eval_PagedAttention(const Node& n, std::span<const Tensor> in) {
   if (!std::isfinite(softcap))
     return kernel_error(n, "logit_softcap must be finite, got " + std::to_string(softcap), "0 turns soft-capping off");
 
-  if (in[3].type() != ElementType::f32 || in[4].type() != ElementType::f32)
-    return kernel_error(n, "the reference kernel keeps f32 caches, got " + std::string(to_string(in[3].type())),
-                        "allocate key_cache / value_cache as f32");
+  // f32 or f16 caches (an f16 cache holds each value rounded to nearest even, read back exactly)
+  const ElementType ct = in[3].type();
+  if ((ct != ElementType::f32 && ct != ElementType::f16) || in[4].type() != ct)
+    return kernel_error(n, "the caches must both be f32 or both f16, got " + std::string(to_string(ct)) + " and " +
+                               std::string(to_string(in[4].type())),
+                        "allocate key_cache / value_cache with the type of the model's cache parameters");
+  const bool half = ct == ElementType::f16;
   std::vector<float> q = in[0].to_f32(), k = in[1].to_f32(), v = in[2].to_f32();
   Tensor kc_out = in[3], vc_out = in[4];  // written in place (aliased outputs 1 and 2)
-  float* kc = kc_out.data<float>();
-  float* vc = vc_out.data<float>();
+  // one cache row as f32: in place, or converted from f16 into buf
+  auto row = [&](Tensor& t, int64_t r, int64_t W, std::vector<float>& buf) -> const float* {
+    if (!half) return t.data<float>() + r * W;
+    buf.resize(static_cast<size_t>(W));
+    for (int64_t d = 0; d < W; ++d) buf[d] = gguf::f16_to_f32(t.data<uint16_t>()[r * W + d]);
+    return buf.data();
+  };
+  auto put = [&](Tensor& t, int64_t i, float x) {
+    if (half) t.data<uint16_t>()[i] = gguf::f32_to_f16(x);
+    else t.data<float>()[i] = x;
+  };
   // Row of kv head h at position p of sequence s in a cache of row width W, or -1.
   std::vector<int64_t> seq_of(T), pos_of(T);
   for (int64_t s = 0; s < B; ++s) {
@@ -148,11 +162,11 @@ Outs eval_PagedAttention(const Node& n, std::span<const Tensor> in) {
     for (int64_t h = 0; h < Hk; ++h) {
       auto r = block_row(seq_of[t], pos_of[t], h);
       if (!r) return r.error();
-      for (int64_t d = 0; d < S; ++d) kc[*r * S + d] = k[(t * Hk + h) * S + d];
-      for (int64_t d = 0; d < Sv; ++d) vc[*r * Sv + d] = v[(t * Hk + h) * Sv + d];
+      for (int64_t d = 0; d < S; ++d) put(kc_out, *r * S + d, k[(t * Hk + h) * S + d]);
+      for (int64_t d = 0; d < Sv; ++d) put(vc_out, *r * Sv + d, v[(t * Hk + h) * Sv + d]);
     }
   // 2. attend, per (row, head), with the row arithmetic ScaledDotProductAttention uses (attention_row.h)
-  std::vector<float> out(static_cast<size_t>(T * Hq * Sv)), sc;
+  std::vector<float> out(static_cast<size_t>(T * Hq * Sv)), sc, kbuf, vbuf;
   std::vector<int64_t> krow;
   for (int64_t t = 0; t < T; ++t) {
     const int64_t s = seq_of[t], p = pos_of[t];
@@ -170,9 +184,9 @@ Outs eval_PagedAttention(const Node& n, std::span<const Tensor> in) {
       const float* Q = q.data() + (t * Hq + h) * S;
       for (int64_t j = 0; j < nk; ++j) {
         const float m = alibi.empty() ? 0.0f : alibi[h] * static_cast<float>(lo + j - p);
-        sc[j] = attention_score(Q, kc + krow[j] * S, S, scale, softcap) + m;  // SDPA adds its mask value here
+        sc[j] = attention_score(Q, row(kc_out, krow[j], S, kbuf), S, scale, softcap) + m;  // SDPA adds its mask value here
       }
-      attend_row(sc, [&](int64_t j) { return vc + krow[j] * Sv; }, Sv, out.data() + (t * Hq + h) * Sv);
+      attend_row(sc, [&](int64_t j) { return row(vc_out, krow[j], Sv, vbuf); }, Sv, out.data() + (t * Hq + h) * Sv);
     }
   }
   return std::vector<Tensor>{Tensor::from_f32(in[0].type(), {T, Hq * Sv}, out), kc_out, vc_out};

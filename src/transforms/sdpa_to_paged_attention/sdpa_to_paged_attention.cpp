@@ -59,6 +59,13 @@ int64_t window_of(const ir::NodePtr& sdpa) {
   return 0;
 }
 
+// The new rows of a cache Concat as f32: a Convert to the cache's type (an f16 cache) is peeled,
+// PagedAttention takes f32 k / v and rounds them into the cache itself.
+ir::Value f32_source(ir::Value v) {
+  if (v.node->type() == ir::OpType::Convert && v.node->input(0).type() == ir::ElementType::f32) return v.node->input(0);
+  return v;
+}
+
 ir::NodePtr param(ir::ElementType t, ir::Shape s, const std::string& name) {
   auto p = o::parameter(t, std::move(s), name);
   p->out_names().insert(name);
@@ -125,12 +132,13 @@ Result<bool> SDPAToPagedAttention::run(ir::Model& m) {
   for (size_t il = 0; il < layers.size(); ++il) {
     const Layer& L = layers[il];
     const std::string N = std::to_string(il);
-    auto kc = param(ir::ElementType::f32, {NB, L.Hkv, options_.block_size, L.D}, "key_cache." + N);
-    auto vc = param(ir::ElementType::f32, {NB, L.Hkv, options_.block_size, L.Dv}, "value_cache." + N);
+    // the caches keep the stateful variables' type (f32, or f16: PagedAttention rounds as it writes)
+    auto kc = param(L.k.concat->out_type(), {NB, L.Hkv, options_.block_size, L.D}, "key_cache." + N);
+    auto vc = param(L.v.concat->out_type(), {NB, L.Hkv, options_.block_size, L.Dv}, "value_cache." + N);
     caches.push_back(kc), caches.push_back(vc);
     auto q = o::reshape(o::transpose(L.sdpa->input(0), {0, 2, 1, 3}), std::vector<int64_t>{0, -1}, true);    // [T, H·D]
-    auto k = o::reshape(L.k.concat->input(1), std::vector<int64_t>{0, -1}, true);                             // [T, Hkv·D]
-    auto v = o::reshape(L.v.concat->input(1), std::vector<int64_t>{0, -1}, true);                             // [T, Hkv·Dv]
+    auto k = o::reshape(f32_source(L.k.concat->input(1)), std::vector<int64_t>{0, -1}, true);                 // [T, Hkv·D]
+    auto v = o::reshape(f32_source(L.v.concat->input(1)), std::vector<int64_t>{0, -1}, true);                 // [T, Hkv·Dv]
     const auto& attrs = L.sdpa->attrs<ir::SdpaAttrs>();
     ir::ops::PagedAttentionInputs in{q, k, v, kc, vc, past_lens, sub_begins, block_indices, block_begins, max_ctx,
                                      o::scalar_f32(attrs.scale),                                  // f32 []
