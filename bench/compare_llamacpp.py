@@ -2,7 +2,7 @@
 """ggflow bench against llama.cpp's llama-bench: same .gguf file, same thread count, one run.
 
     bench/compare_llamacpp.py [--ggflow build/ggflow] [--llama-bench PATH] [-t 2] [-p 512] [-n 128]
-                              [-r 3] [--rounds 2] [--batch 8] MODEL.gguf [...]
+                              [-r 3] [--rounds 2] [--batch 8] [-d 4096] [--kv-type f16] MODEL.gguf [...]
 
 llama-bench comes from bench/install_llamacpp.sh (llama.cpp's own tools, built outside the
 repository from the source llama-cpp-python vendors); without --llama-bench the script runs it.
@@ -12,6 +12,9 @@ repetitions; a tool's figure is the median over the rounds of its average tokens
 B, ggflow's paged engine also decodes 1 and B sequences together (aggregate tokens/s, "tg<N> x1",
 "tg<N> xB", each sequence from a one-token prompt), and llama.cpp's llama-batched-bench does the
 same (-npp 1 -ntg N -npl 1,B: its S_TG, the aggregate generation speed; found beside llama-bench).
+With -d D both tools run pp and tg after D tokens of context ("pp<P> @ d<D>", llama-bench's -d).
+--kv-type f16 gives ggflow llama.cpp's default KV cache type (llama-bench's cache is f16; ggflow's
+default is f32).
 Prints a Markdown table: llama.cpp t/s, ggflow t/s and the ratio ggflow / llama.cpp (> 1: ggflow
 is faster). Never run it beside a build or a test suite on the same cores.
 """
@@ -35,10 +38,14 @@ def llama_bench_path(given):
 
 def run_llama(bin_, model, a):
     cmd = [bin_, "-m", model, "-t", str(a.threads), "-p", str(a.p), "-n", str(a.n), "-r", str(a.r), "-o", "json"]
+    if a.depth:
+        cmd += ["-d", str(a.depth)]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     res = {}
     for rec in json.loads(out):
         test = f"pp{rec['n_prompt']}" if rec["n_prompt"] else f"tg{rec['n_gen']}"
+        if rec.get("n_depth", 0):
+            test += f" @ d{rec['n_depth']}"
         res[test] = rec["avg_ts"]
     return res
 
@@ -61,6 +68,10 @@ def run_ggflow(bin_, model, a):
     cmd = [bin_, "bench", "-m", model, "-t", str(a.threads), "-p", str(a.p), "-n", str(a.n), "-r", str(a.r), "--json"]
     if a.batch:
         cmd += ["--batch", f"1,{a.batch}"]
+    if a.depth:
+        cmd += ["-d", str(a.depth)]
+    if a.kv_type:
+        cmd += ["--kv-type", a.kv_type]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     return {rec["test"]: rec["avg_ts"] for rec in json.loads(out)}
 
@@ -75,6 +86,8 @@ def main():
     ap.add_argument("-r", type=int, default=3)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--batch", type=int, default=0)
+    ap.add_argument("-d", "--depth", type=int, default=0, help="context tokens before each test (llama-bench -d)")
+    ap.add_argument("--kv-type", help="ggflow's KV cache type (f32 default, f16: llama.cpp's default)")
     ap.add_argument("models", nargs="+")
     a = ap.parse_args()
     lb = llama_bench_path(a.llama_bench)

@@ -1,12 +1,14 @@
 // `ggflow bench`: prompt-processing and generation speed, in the manner of llama-bench.
 //
 //   ggflow bench -m FILE [-p 512] [-n 128] [-t 2] [-r 3] [--engine paged|sdpa|raw]
-//                [--executor cpu|ref] [--batch 1,2,4,8] [--kv-type f32|f16] [--json]
+//                [--executor cpu|ref] [--batch 1,2,4,8] [--kv-type f32|f16] [-d 4096] [--json]
 //
 // Tests (each repeated -r times after one warm-up run, on a fresh sequence each time):
 //   pp<P>      one step of P prompt tokens (prefill); tokens/s = P / time
 //   tg<N>      N steps of one token each from an empty context (llama-bench feeds the BOS token
 //              every step; so does this); tokens/s = N / time
+//   ... @ d<D> with -d D: pp and tg after D tokens of context (prefilled untimed, in steps of 512
+//              tokens), as llama-bench's -d (n_depth): attention over a long cache
 //   tg<N> xB   the paged engine only: B sequences decoding together, one token each per step, N
 //              steps after a one-token prompt each; aggregate tokens/s = B * N / time
 // The table has llama-bench's columns; --json prints one record per test with llama-bench's
@@ -31,7 +33,7 @@ using Clock = std::chrono::steady_clock;
 
 struct Opts {
   std::string model, engine = "paged", executor = "cpu", batch, kv_type = "f32";
-  int p = 512, n = 128, threads = 0, reps = 3;
+  int p = 512, n = 128, threads = 0, reps = 3, depth = 0;
   bool json = false;
 };
 
@@ -87,7 +89,9 @@ Status bench(const Opts& o) {
   if (!executor) return executor.error();
   auto layout = transforms::layout_from_name(o.engine);
   if (!layout) return make_error("--engine '" + o.engine + "' is not a layout", "use paged, sdpa or raw");
-  if (o.p < 0 || o.n < 0 || o.reps < 1) return make_error("-p and -n must be >= 0 and -r >= 1");
+  if (o.p < 0 || o.n < 0 || o.reps < 1 || o.depth < 0) return make_error("-p, -n and -d must be >= 0 and -r >= 1");
+  if (o.depth > 0 && !o.batch.empty())
+    return make_error("--batch with -d is not supported", "run the batched decode without -d");
   std::vector<int64_t> batches;
   if (!o.batch.empty()) {
     auto b = parse_list(o.batch);
@@ -103,7 +107,7 @@ Status bench(const Opts& o) {
   runtime::RunnerOptions ro;
   ro.compile.executor = *executor;
   ro.compile.threads = o.threads;
-  ro.n_ctx = std::max<int64_t>(mf.n_ctx_train(), o.p + o.n + 1);
+  ro.n_ctx = std::max<int64_t>(mf.n_ctx_train(), int64_t{o.depth} + o.p + o.n + 1);
   auto runner = runtime::open_sequence_runner(mf, *layout, ro);
   if (!runner) return runner.error();
   runtime::SequenceRunner& r = **runner;
@@ -115,6 +119,17 @@ Status bench(const Opts& o) {
     return b && *b >= 0 && *b < mf.n_vocab() ? static_cast<int32_t>(*b) : 0;
   }();
 
+  // A fresh sequence holding the -d context tokens (not timed).
+  const auto context = prompt_tokens(o.depth, mf.n_vocab());
+  const std::string at = o.depth > 0 ? " @ d" + std::to_string(o.depth) : "";
+  auto fresh = [&]() -> Status {
+    r.reset();
+    for (int64_t i = 0; i < o.depth; i += 512) {
+      auto l = r.step(std::span<const int32_t>(context.data() + i, static_cast<size_t>(std::min<int64_t>(512, o.depth - i))));
+      if (!l) return l.error();
+    }
+    return {};
+  };
   auto timed = [&](Record& rec, auto&& once) -> Status {
     for (int k = 0; k <= o.reps; ++k) {  // k == 0: warm-up
       std::fprintf(stderr, "ggflow bench: %s %s %d/%d\n", rec.test.c_str(), k ? "run" : "warm-up", k, o.reps);
@@ -125,10 +140,10 @@ Status bench(const Opts& o) {
     return {};
   };
   if (o.p > 0) {
-    Record rec{"pp" + std::to_string(o.p), o.p, 0, 1, {}};
+    Record rec{"pp" + std::to_string(o.p) + at, o.p, 0, 1, {}};
     const auto tokens = prompt_tokens(o.p, mf.n_vocab());
     auto s = timed(rec, [&]() -> Result<double> {
-      r.reset();
+      if (auto f = fresh(); !f) return f.error();
       auto t0 = Clock::now();
       auto l = r.step(tokens);
       if (!l) return l.error();
@@ -138,9 +153,9 @@ Status bench(const Opts& o) {
     records.push_back(rec);
   }
   if (o.n > 0) {
-    Record rec{"tg" + std::to_string(o.n), 0, o.n, 1, {}};
+    Record rec{"tg" + std::to_string(o.n) + at, 0, o.n, 1, {}};
     auto s = timed(rec, [&]() -> Result<double> {
-      r.reset();
+      if (auto f = fresh(); !f) return f.error();
       auto t0 = Clock::now();
       for (int i = 0; i < o.n; ++i) {
         auto l = r.step(std::span<const int32_t>(&bos, 1));
@@ -178,7 +193,7 @@ Status bench(const Opts& o) {
     for (const Record& rec : records)
       arr.push_back({{"model_filename", o.model}, {"model_type", name}, {"backends", backend}, {"n_threads", threads},
                      {"engine", o.engine}, {"test", rec.test}, {"n_prompt", rec.n_prompt}, {"n_gen", rec.n_gen},
-                     {"n_seq", rec.n_seq}, {"avg_ts", rec.avg()}, {"stddev_ts", rec.stddev()}, {"samples_ts", rec.ts}});
+                     {"n_seq", rec.n_seq}, {"n_depth", o.depth}, {"avg_ts", rec.avg()}, {"stddev_ts", rec.stddev()}, {"samples_ts", rec.ts}});
     std::printf("%s\n", arr.dump(2).c_str());
     return {};
   }
@@ -199,6 +214,7 @@ void add(CLI::App& app, int& rc) {
   cmd->add_option("-r,--repetitions", o->reps, "timed repetitions of each test")->capture_default_str();
   cmd->add_option("--engine", o->engine, "layout: paged | sdpa | raw")->capture_default_str();
   cmd->add_option("--executor", o->executor, "cpu | ref")->capture_default_str();
+  cmd->add_option("-d,--n-depth", o->depth, "context tokens before each pp / tg test (llama-bench's -d)")->capture_default_str();
   cmd->add_option("--batch", o->batch, "paged: aggregate decode with B sequences together, e.g. 1,2,4,8");
   cmd->add_option("--kv-type", o->kv_type, "KV cache element type: f32 | f16")->capture_default_str();
   cmd->add_flag("--json", o->json, "one JSON record per test (llama-bench's field names)");

@@ -166,6 +166,25 @@ def run_and_chat(ggflow, root, shared):
               "bench --json: one llama-bench style record per test (pp, tg, batched)")
         r = run(ggflow, "bench", "-m", stories, "-p", "8", "-n", "0", "-r", "1", "--engine", "raw", "--batch", "2")
         check(r.returncode == 1 and b"paged" in r.stderr, "bench --batch needs the paged engine: clear error")
+        r = run(ggflow, "bench", "-m", stories, "-p", "8", "-n", "4", "-r", "1", "-d", "40", "--kv-type", "f16", "--json")
+        try:
+            recs = json.loads(r.stdout)
+        except ValueError:
+            recs = []
+        check(r.returncode == 0 and [x["test"] for x in recs] == ["pp8 @ d40", "tg4 @ d40"]
+              and all(x["n_depth"] == 40 and x["avg_ts"] > 0 for x in recs),
+              "bench -d 40 --kv-type f16: pp and tg after 40 tokens of context, llama-bench's test names")
+        r = run(ggflow, "bench", "-m", stories, "-p", "8", "-n", "0", "-r", "1", "--kv-type", "q4_0")
+        check(r.returncode == 1 and b"f32 or f16" in r.stderr, "bench --kv-type q4_0: refused, naming f32 and f16")
+        outs = {}
+        for kv in ("f32", "f16"):
+            for e in ("paged", "sdpa", "raw"):
+                r = run(ggflow, "run", "-m", stories, "--tokens", "1,403,9,33", "-n", "8", "--engine", e, "--kv-type", kv)
+                outs[(kv, e)] = r.stdout if r.returncode == 0 else None
+        check(all(outs[(kv, e)] == outs[(kv, "paged")] and outs[(kv, e)] for kv in ("f32", "f16") for e in ("sdpa", "raw")),
+              "run --kv-type f32|f16: the three layouts choose the same greedy ids")
+        r = run(ggflow, "run", "-m", stories, "-p", "Once", "--kv-type", "f16", "--no-flash-attn")
+        check(r.returncode == 1 and b"flash attention" in r.stderr, "run --kv-type f16 --no-flash-attn: clear error")
         r = run(ggflow, "run", "-m", stories, "-p", "Once", "--chat")
         check(r.returncode == 1 and b"no chat template" in r.stderr, "run --chat without a template: clear error")
         r = run(ggflow, "run", "-m", stories, "-p", "Once", "--temperature", "-1")
