@@ -1,5 +1,6 @@
 #include "cpu/executor.h"
 #include "cpu/kernels/act.h"
+#include "cpu/kernels/convert.h"
 #include "cpu/kernels/matmul_packed.h"
 
 #include <algorithm>
@@ -401,6 +402,14 @@ Status Executor::Impl::exec(Step& s, std::span<const ir::Tensor> params, std::ve
       const Val& d = dense(x, scratch, tmp);
       Val& y = alloc_out(s, std::span<const int64_t>(d.shape, static_cast<size_t>(d.rank)), t);
       const size_t si = ir::scalar_size(d.type), so = ir::scalar_size(t);
+      if (d.type == ir::ElementType::f32 || d.type == ir::ElementType::f16) {  // f32 <-> f16 (kernel_registry)
+        const bool down = d.type == ir::ElementType::f32;
+        pool->parallel_for(d.numel(), 1 << 14, [&](int64_t b, int64_t e, int) {
+          if (down) to_f16(isa, d.as<const float>() + b, e - b, y.as<uint16_t>() + b);
+          else from_f16(isa, d.as<const uint16_t>() + b, e - b, y.as<float>() + b);
+        });
+        return {};
+      }
       for (int64_t i = 0, e = d.numel(); i < e; ++i) ir::store_i64(t, y.data + i * so, ir::load_i64(d.type, d.data + i * si));
       return {};
     }

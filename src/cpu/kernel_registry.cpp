@@ -45,11 +45,14 @@ GGFLOW_SELECT(ScaledDotProductAttention, sdpa)
 GGFLOW_SELECT(ScatterUpdate, scatter)
 #undef GGFLOW_SELECT
 
-// Integer to integer (positions, token ids); float conversions stay on the reference kernel.
+// Integer to integer (positions, token ids) and f32 <-> f16 (an f16 KV cache in the raw and SDPA
+// layouts: convert.h, the bits of the IR's conversion); other float conversions stay on the reference kernel.
 template <>
 Kind select<OpType::Convert>(const ir::Node& n, Step&) {
-  const ir::ElementType from = n.input(0).type(), to = n.attrs<ir::TypeAttrs>().type;
-  return ir::is_integer(from) && ir::is_integer(to) ? Kind::convert : Kind::fallback;
+  using ir::ElementType;
+  const ElementType from = n.input(0).type(), to = n.attrs<ir::TypeAttrs>().type;
+  const bool halves = (from == ElementType::f32 && to == ElementType::f16) || (from == ElementType::f16 && to == ElementType::f32);
+  return (ir::is_integer(from) && ir::is_integer(to)) || halves ? Kind::convert : Kind::fallback;
 }
 
 // f32 activations times a constant [N, K] weight of a type matmul handles, read in place.

@@ -9,7 +9,6 @@
 #include <string>
 
 #include "cpu/kernels/math.h"
-#include "gguf/dequant.h"
 
 namespace ggflow::cpu {
 
@@ -17,15 +16,12 @@ namespace {
 
 int64_t round16(int64_t n) { return (n + 15) / 16 * 16; }
 
-void halves_to_f32(const uint16_t* h, int64_t n, float* f) {
-  for (int64_t i = 0; i < n; ++i) f[i] = gguf::f16_to_f32(h[i]);
-}
 // One key / value row as f32: in place, or (f16 cache) converted into buf.
 const float* key_row(const KvCache& c, int64_t block, int64_t kvh, int64_t slot, float* buf) {
-  return detail::cache_rows(c.k, c.k16, c, block, kvh, slot, 1, c.head_size, buf, halves_to_f32);
+  return detail::cache_rows(Isa::scalar, c.k, c.k16, c, block, kvh, slot, 1, c.head_size, buf);
 }
 const float* value_row(const KvCache& c, int64_t block, int64_t kvh, int64_t slot, float* buf) {
-  return detail::cache_rows(c.v, c.v16, c, block, kvh, slot, 1, c.v_size, buf, halves_to_f32);
+  return detail::cache_rows(Isa::scalar, c.v, c.v16, c, block, kvh, slot, 1, c.v_size, buf);
 }
 
 Status check_cache(const KvCache& c) {
@@ -267,13 +263,8 @@ Status kv_write(Isa isa, const KvCache& c, const int32_t* block_table, int64_t t
   for (int64_t h = 0; h < c.kv_heads; ++h) {
     const float *kh = k + h * c.head_size, *vh = v + h * c.v_size;
     if (c.half()) {
-      auto halves = [&](const float* f, int64_t n, uint16_t* o) {
-        if (isa == Isa::avx512) detail::f32_to_halves_avx512(f, n, o);
-        else if (isa == Isa::avx2) detail::f32_to_halves_avx2(f, n, o);
-        else for (int64_t d = 0; d < n; ++d) o[d] = gguf::f32_to_f16(f[d]);
-      };
-      halves(kh, c.head_size, c.k16 + kat + h * kstep);
-      halves(vh, c.v_size, c.v16 + vat + h * vstep);
+      to_f16(isa, kh, c.head_size, c.k16 + kat + h * kstep);
+      to_f16(isa, vh, c.v_size, c.v16 + vat + h * vstep);
     } else {
       std::memcpy(c.k + kat + h * kstep, kh, static_cast<size_t>(c.head_size) * sizeof(float));
       std::memcpy(c.v + vat + h * vstep, vh, static_cast<size_t>(c.v_size) * sizeof(float));

@@ -46,7 +46,7 @@
 // measured; soft-capped 2.3e-7) and against ir/attention_row.h itself (1.4e-7; soft-capped 4.4e-7).
 // Element type: f32 or f16 cache. An f16 cache holds each K/V value as IEEE half, rounded to
 // nearest even when written (kv_write, gguf::f32_to_f16, numpy's astype(float16)) and read back
-// exactly; everything above then runs on those values unchanged, so an f16 cache gives the bits
+// exactly (convert.h); everything above then runs on those values unchanged, so an f16 cache gives the bits
 // of an f32 cache holding the same rounded values (the other layouts round with a Convert to f16
 // before their cache). The SIMD versions convert a 16-key chunk of K or a block of V to f32 when
 // they load it (vcvtph2ps, exact).
@@ -56,6 +56,7 @@
 
 #include "base/result.h"
 #include "cpu/isa.h"
+#include "cpu/kernels/convert.h"
 
 namespace ggflow::cpu {
 
@@ -167,13 +168,13 @@ struct AttnTile {
   int64_t stride = 0;
 };
 // The f32 rows [slot, slot + n) of kv head kvh in cache block `block`: in place for an f32 cache;
-// for an f16 one, converted into buf (n * row floats) by `convert` (an ISA's exact vcvtph2ps loop).
-template <class Convert>
-inline const float* cache_rows(const float* f32, const uint16_t* f16, const KvCache& c, int64_t block, int64_t kvh,
-                               int64_t slot, int64_t n, int64_t row, float* buf, Convert convert) {
+// for an f16 one, converted into buf (n * row floats) by from_f16_quiet (exact; kv_write never
+// stores a signaling NaN).
+inline const float* cache_rows(Isa isa, const float* f32, const uint16_t* f16, const KvCache& c, int64_t block,
+                               int64_t kvh, int64_t slot, int64_t n, int64_t row, float* buf) {
   const int64_t at = ((block * c.kv_heads + kvh) * kKvBlock + slot) * row;
   if (!f16) return f32 + at;
-  convert(f16 + at, n * row, buf);
+  from_f16_quiet(isa, f16 + at, n * row, buf);
   return buf;
 }
 // Prefetches rows [slot, slot + n) of kv head kvh in cache block `block` (K: is_k, else V), when
@@ -187,10 +188,6 @@ inline void prefetch_rows(const KvCache& c, bool is_k, int64_t block, int64_t kv
   const int64_t bytes = n * row * (c.half() ? 2 : 4);
   for (int64_t i = 0; i < bytes; i += 64) __builtin_prefetch(p + i, 0, 3);
 }
-// n floats to halves as gguf::f32_to_f16 (vcvtps2ph, round to nearest even; NaN lanes set to
-// sign | 0x7E00 as the twin).
-void f32_to_halves_avx2(const float* f, int64_t n, uint16_t* h);
-void f32_to_halves_avx512(const float* f, int64_t n, uint16_t* h);
 void attention_tile_avx2(const KvCache& c, const AttnTile& t);
 void attention_tile_avx512(const KvCache& c, const AttnTile& t);
 }  // namespace detail

@@ -19,7 +19,6 @@
 
 #include "cpu/kernels/attention.h"
 #include "cpu/kernels/math_avx2.h"
-#include "gguf/dequant.h"
 
 namespace ggflow::cpu::detail {
 
@@ -232,29 +231,7 @@ VaccFn vacc_fn(int nv, int nq) {
   }
 }
 
-// n halves to f32 (exact).
-void halves_to_f32(const uint16_t* h, int64_t n, float* f) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(f + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + i))));
-  for (; i < n; ++i) f[i] = _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h[i])));
-}
-
 }  // namespace
-
-void f32_to_halves_avx2(const float* f, int64_t n, uint16_t* h) {
-  const __m128i qnan = _mm_set1_epi16(0x7E00), sign = _mm_set1_epi16(static_cast<short>(0x8000));
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    const __m256 x = _mm256_loadu_ps(f + i);
-    __m128i r = _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    const __m256 nan = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);  // lanes of 32 bits -> 16
-    const __m128i nan16 = _mm_packs_epi32(_mm256_castsi256_si128(_mm256_castps_si256(nan)),
-                                          _mm256_extracti128_si256(_mm256_castps_si256(nan), 1));
-    r = _mm_blendv_epi8(r, _mm_or_si128(_mm_and_si128(r, sign), qnan), nan16);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(h + i), r);
-  }
-  for (; i < n; ++i) h[i] = gguf::f32_to_f16(f[i]);
-}
 
 void attention_tile_avx2(const KvCache& c, const AttnTile& t) {
   const float ninf = -std::numeric_limits<float>::infinity();
@@ -286,7 +263,7 @@ void attention_tile_avx2(const KvCache& c, const AttnTile& t) {
     // the next chunk's keys (or, after the last, the first block's values) arrive while this one computes
     if (c0 + 16 < H) prefetch_rows(c, true, table[(c0 + 16) / kKvBlock], kvh, (c0 + 16) % kKvBlock, 16);
     else prefetch_rows(c, false, table[L / kKvBlock], kvh, 0, kKvBlock);
-    const float* kb = cache_rows(c.k, c.k16, c, table[c0 / kKvBlock], kvh, c0 % kKvBlock, 16, S, kconv, halves_to_f32);
+    const float* kb = cache_rows(Isa::avx2, c.k, c.k16, c, table[c0 / kKvBlock], kvh, c0 % kKvBlock, 16, S, kconv);
     const bool tr = S <= kMaxTS && active >= kMinTRows;
     if (tr) transpose_chunk(kb, S, KT);
     const float* qs[kMaxMr];
@@ -372,7 +349,7 @@ void attention_tile_avx2(const KvCache& c, const AttnTile& t) {
     for (int64_t qi = 0; qi < Q && !seen; ++qi) seen = pl[qi].n > 0 && pl[qi].lo < p0 + kKvBlock && pl[qi].lo + pl[qi].n > p0;
     if (!seen) continue;
     if (bi < (H - 1) / kKvBlock) prefetch_rows(c, false, table[bi + 1], kvh, 0, kKvBlock);  // the next block's values
-    const float* vblock = cache_rows(c.v, c.v16, c, table[bi], kvh, 0, kKvBlock, Sv, vconv, halves_to_f32);
+    const float* vblock = cache_rows(Isa::avx2, c.v, c.v16, c, table[bi], kvh, 0, kKvBlock, Sv, vconv);
     for (int64_t dc = 0; dc < Sv; dc += 32) {
       const int64_t rem = std::min<int64_t>(32, Sv - dc);
       const int nv = static_cast<int>((rem + 7) / 8);

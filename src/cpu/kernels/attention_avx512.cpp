@@ -204,26 +204,7 @@ VaccFn vacc_fn(int nv, int nq) {
   }
 }
 
-// n halves to f32 (exact); n a multiple of 16 (rows of a chunk or block together).
-void halves_to_f32(const uint16_t* h, int64_t n, float* f) {
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(f + i, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(h + i))));
-  for (; i < n; ++i) f[i] = _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h[i])));
-}
-
 }  // namespace
-
-void f32_to_halves_avx512(const float* f, int64_t n, uint16_t* h) {
-  const __m256i qnan = _mm256_set1_epi16(0x7E00), sign = _mm256_set1_epi16(static_cast<short>(0x8000));
-  for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 m = m512::tail_mask(n - i);
-    const __m512 x = _mm512_maskz_loadu_ps(m, f + i);
-    __m256i r = _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    const __mmask16 nan = _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q);
-    r = _mm256_mask_blend_epi16(nan, r, _mm256_or_si256(_mm256_and_si256(r, sign), qnan));
-    _mm256_mask_storeu_epi16(h + i, m, r);
-  }
-}
 
 void attention_tile_avx512(const KvCache& c, const AttnTile& t) {
   const float ninf = -std::numeric_limits<float>::infinity();
@@ -254,7 +235,7 @@ void attention_tile_avx512(const KvCache& c, const AttnTile& t) {
     // the next chunk's keys (or, after the last, the first block's values) arrive while this one computes
     if (c0 + 16 < H) prefetch_rows(c, true, table[(c0 + 16) / kKvBlock], kvh, (c0 + 16) % kKvBlock, 16);
     else prefetch_rows(c, false, table[L / kKvBlock], kvh, 0, kKvBlock);
-    const float* kb = cache_rows(c.k, c.k16, c, table[c0 / kKvBlock], kvh, c0 % kKvBlock, 16, S, kconv, halves_to_f32);
+    const float* kb = cache_rows(Isa::avx512, c.k, c.k16, c, table[c0 / kKvBlock], kvh, c0 % kKvBlock, 16, S, kconv);
     const bool tr = S <= kMaxTS && active >= kMinTRows;
     if (tr) transpose_chunk(kb, S, KT);
     const float* qs[kMaxMr];
@@ -333,7 +314,7 @@ void attention_tile_avx512(const KvCache& c, const AttnTile& t) {
     for (int64_t qi = 0; qi < Q && !seen; ++qi) seen = pl[qi].n > 0 && pl[qi].lo < p0 + kKvBlock && pl[qi].lo + pl[qi].n > p0;
     if (!seen) continue;
     if (bi < (H - 1) / kKvBlock) prefetch_rows(c, false, table[bi + 1], kvh, 0, kKvBlock);  // the next block's values
-    const float* vblock = cache_rows(c.v, c.v16, c, table[bi], kvh, 0, kKvBlock, Sv, vconv, halves_to_f32);
+    const float* vblock = cache_rows(Isa::avx512, c.v, c.v16, c, table[bi], kvh, 0, kKvBlock, Sv, vconv);
     for (int64_t dc = 0; dc < Sv; dc += 64) {
       const int64_t rem = std::min<int64_t>(64, Sv - dc);
       const int nv = static_cast<int>((rem + 15) / 16);
