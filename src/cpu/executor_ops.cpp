@@ -440,20 +440,24 @@ Status Executor::Impl::paged_attention(Step& s, bool* done) {
   ab.window = window;
   ab.scale = scale;
   ab.softcap = softcap;
+  // fewer (token, kv head) groups than threads (one decode token on one kv head): split the
+  // groups' q heads (each q head's bits are its own)
+  ab.row_parts = T > 0 && T * Hk < pool->size() ? std::min<int64_t>(Hq / Hk, (pool->size() + T * Hk - 1) / (T * Hk)) : 1;
   const int64_t per = attention_rows_scratch_floats(cache, ab, max_keys);
   Buffer& sc = attn_scratch;
   float* scr = reinterpret_cast<float*>(sc.ensure(static_cast<size_t>(per * pool->size()) * 4 + 64));
   FirstError err;
-  // Items (token, kv head) cost about their key count, which grows along a causal prefill: split
+  // Items (token, kv head, row part) cost about their key count, which grows along a causal prefill: split
   // them into one contiguous part per thread of about equal keys (outputs only: no bit changes).
-  const int64_t items = attention_items(cache, ab), parts = std::min<int64_t>(pool->size(), items);
+  const int64_t items = attention_items(cache, ab), parts = std::min<int64_t>(pool->size(), items),
+                per_token = T > 0 ? items / T : 1;
   int64_t total = 0;
-  for (int64_t t = 0; t < T; ++t) total += (pos[t] + 1) * Hk;
+  for (int64_t t = 0; t < T; ++t) total += (pos[t] + 1) * per_token;
   int64_t* bounds = reinterpret_cast<int64_t*>(bounds_buf.ensure(static_cast<size_t>(parts + 1) * 8));
   bounds[0] = 0;
   for (int64_t p = 1, i = 0, acc = 0; p <= parts; ++p) {
     const int64_t target = total * p / parts;
-    while (i < items && (acc < target || p == parts)) acc += pos[i / Hk] + 1, ++i;
+    while (i < items && (acc < target || p == parts)) acc += pos[i / per_token] + 1, ++i;
     bounds[p] = i;
   }
   pool->parallel_for(parts, 1, [&](int64_t b, int64_t e, int t) {

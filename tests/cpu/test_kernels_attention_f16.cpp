@@ -5,7 +5,8 @@
 //  - attention on an f16 cache gives, on every ISA, the bits of the scalar twin on an f32 cache
 //    holding the same (rounded) values: single queries and GQA groups, head sizes 17..256, key
 //    counts across blocks, windows; and a batch of decode tokens of several sequences through
-//    attention_rows (tiles, shuffled block tables, unused slots NaN);
+//    attention_rows (tiles, shuffled block tables, unused slots NaN), its groups of q heads split
+//    into 1..4 row parts, the items split anywhere;
 //  - head sizes beyond kMaxHalfRow and mixed f32/f16 caches are errors.
 #include <gtest/gtest.h>
 
@@ -169,14 +170,23 @@ TEST(KernelsAttentionF16, DecodeBatch) {
   ok = ok && attention_rows(Isa::scalar, c.f32, ab, 0, items, scratch.data(), sf).ok();
   tally.check(ok, "decode batch: twin on the f32 cache failed");
   for (Isa isa : supported_isas())
-    for (int64_t split = 0; split <= items; split += 4) {
-      std::vector<float> out(B * Hq * S, -7.0f);
-      ab.out = out.data();
-      const bool run = attention_rows(isa, c.f16, ab, 0, split, scratch.data(), sf).ok() &&
-                       attention_rows(isa, c.f16, ab, split, items, scratch.data(), sf).ok();
-      tally.check(run && same_bits(out, twin), "decode batch split at " + std::to_string(split) + " " + isa_name(isa) +
-                                                   " != twin on the rounded f32 cache");
+    for (int64_t parts : {1, 2, 3, 4}) {  // the q heads of a group split into parts (4: one part empty)
+      ab.row_parts = parts;
+      const int64_t n_items = attention_items(c.f16, ab);
+      for (int64_t split = 0; split <= n_items; split += 4) {
+        std::vector<float> out(B * Hq * S, -7.0f);
+        ab.out = out.data();
+        const bool run = attention_rows(isa, c.f16, ab, 0, split, scratch.data(), sf).ok() &&
+                         attention_rows(isa, c.f16, ab, split, n_items, scratch.data(), sf).ok();
+        tally.check(run && same_bits(out, twin), "decode batch, row parts " + std::to_string(parts) + ", split at " +
+                                                     std::to_string(split) + " " + isa_name(isa) +
+                                                     " != twin on the rounded f32 cache");
+      }
     }
+  ab.row_parts = 0;
+  std::vector<float> o(B * Hq * S);
+  ab.out = o.data();
+  tally.check(!attention_rows(Isa::scalar, c.f16, ab, 0, 1, scratch.data(), sf).ok(), "row_parts 0 accepted");
 }
 
 TEST(KernelsAttentionF16, Errors) {

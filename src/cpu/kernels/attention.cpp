@@ -196,18 +196,22 @@ Status attention_rows(Isa isa, const KvCache& c, const AttentionBatch& b, int64_
   if (b.q_heads <= 0 || b.q_heads % c.kv_heads != 0)
     return make_error("attention: " + std::to_string(b.q_heads) + " query heads are not a positive multiple of " +
                       std::to_string(c.kv_heads) + " kv heads");
-  if (i0 < 0 || i1 > b.tokens * c.kv_heads || i0 > i1)
+  if (b.row_parts < 1)
+    return make_error("attention: row_parts must be >= 1, got " + std::to_string(b.row_parts));
+  if (i0 < 0 || i1 > attention_items(c, b) || i0 > i1)
     return make_error("attention: item range [" + std::to_string(i0) + ", " + std::to_string(i1) + ") outside [0, " +
-                      std::to_string(b.tokens * c.kv_heads) + ")");
-  const int64_t group = b.q_heads / c.kv_heads, Hk = c.kv_heads;
-  auto query = [&](int64_t t, int64_t kvh) {
-    const int64_t s = b.seq ? b.seq[t] : 0;
+                      std::to_string(attention_items(c, b)) + ")");
+  // "heads" below are the (kv head, row part) pairs: Hk of them, item i = t * Hk + v
+  const int64_t group = b.q_heads / c.kv_heads, P = b.row_parts, Hk = c.kv_heads * P, sub = (group + P - 1) / P;
+  auto rows_of = [&](int64_t v) { return std::max<int64_t>(0, std::min(group, (v % P + 1) * sub) - v % P * sub); };
+  auto query = [&](int64_t t, int64_t v) {
+    const int64_t s = b.seq ? b.seq[t] : 0, kvh = v / P, r0 = kvh * group + v % P * sub;
     AttentionQuery a;
-    a.q = b.q + t * b.q_stride + kvh * group * c.head_size;
+    a.q = b.q + t * b.q_stride + r0 * c.head_size;
     a.q_stride = c.head_size;
-    a.out = b.out + t * b.out_stride + kvh * group * c.v_size;
+    a.out = b.out + t * b.out_stride + r0 * c.v_size;
     a.out_stride = c.v_size;
-    a.nq = group;
+    a.nq = rows_of(v);
     a.kv_head = kvh;
     a.block_table = b.block_indices + b.block_begins[s];
     a.table_len = b.block_begins[s + 1] - b.block_begins[s];
@@ -219,28 +223,30 @@ Status attention_rows(Isa isa, const KvCache& c, const AttentionBatch& b, int64_
   };
   // every item is checked before anything is written
   for (int64_t i = i0; i < i1; ++i) {
-    const int64_t t = i / Hk, kvh = i % Hk;
+    const int64_t t = i / Hk, v = i % Hk;
     const int64_t s = b.seq ? b.seq[t] : 0;
     if (s < 0 || s >= b.n_seqs)
       return make_error("attention: token " + std::to_string(t) + " has sequence " + std::to_string(s) + " outside [0, " +
                         std::to_string(b.n_seqs) + ")");
     const int64_t pos = b.positions[t];
     if (pos < 0) return make_error("attention: token " + std::to_string(t) + " has negative position " + std::to_string(pos));
-    if (auto pl = plan(c, query(t, kvh), scratch_floats); !pl)
+    if (rows_of(v) == 0) continue;  // an empty part
+    if (auto pl = plan(c, query(t, v), scratch_floats); !pl)
       return make_error("token " + std::to_string(t) + ": " + pl.error().what, pl.error().hint);
   }
-  // per kv head, its tokens in [i0, i1) in order; tiles break where the sequence changes
+  // per (kv head, part), its tokens in [i0, i1) in order; tiles break where the sequence changes
   AttentionQuery a[kAttentionTile];
   detail::AttnPlan pl[kAttentionTile];
-  for (int64_t kvh = 0; kvh < Hk; ++kvh) {
-    const int64_t t0 = i0 <= kvh ? 0 : (i0 - kvh + Hk - 1) / Hk, t1 = i1 <= kvh ? 0 : (i1 - kvh + Hk - 1) / Hk;
+  for (int64_t v = 0; v < Hk; ++v) {
+    const int64_t t0 = i0 <= v ? 0 : (i0 - v + Hk - 1) / Hk, t1 = i1 <= v ? 0 : (i1 - v + Hk - 1) / Hk;
     int64_t k = 0;
+    if (rows_of(v) == 0) continue;
     for (int64_t t = t0; t < t1; ++t) {
       if (k > 0 && (k == kAttentionTile || a[k - 1].block_table != b.block_indices + b.block_begins[b.seq ? b.seq[t] : 0])) {
         run_queries(isa, c, a, pl, k, scratch, scratch_floats);
         k = 0;
       }
-      a[k] = query(t, kvh);
+      a[k] = query(t, v);
       pl[k] = *plan(c, a[k]);
       ++k;
     }

@@ -129,10 +129,17 @@ struct AttentionBatch {
   int64_t window = 0;
   float scale = 1.0f;
   float softcap = 0.0f;  // as AttentionQuery::softcap
+  // Each (token, kv head) group of q heads as this many items of ceil(group / row_parts) q heads
+  // (the last ones shorter or empty): more items than tokens x kv heads when those are fewer than
+  // the threads (Gemma 3 decodes one token on one kv head). A q head's bits do not depend on it.
+  int64_t row_parts = 1;
 };
 
-// Work items: i = t * kv_heads + kv_head (the group of q heads of that kv head for token t).
-inline int64_t attention_items(const KvCache& c, const AttentionBatch& b) { return b.tokens * c.kv_heads; }
+// Work items: i = (t * kv_heads + kv_head) * row_parts + part (part p of the q heads of that kv
+// head for token t).
+inline int64_t attention_items(const KvCache& c, const AttentionBatch& b) {
+  return b.tokens * c.kv_heads * (b.row_parts > 0 ? b.row_parts : 1);
+}
 // Scratch for attention_rows: attention_queries_scratch_floats(attention_tile_queries(group,
 // max_keys), group, max_keys), max_keys = max position + 1 (less runs smaller tiles, down to one
 // token: attention_scratch_floats(group, max_keys)).
