@@ -16,7 +16,7 @@ namespace ggflow::cli {
 namespace {
 
 struct Opts {
-  std::string model, system, executor = "cpu", max_memory;
+  std::string model, system, executor = "cpu", max_memory, kv_type = "f32";
   int threads = 0;
   int n = 256;
   double temperature = 0.7;
@@ -27,7 +27,9 @@ Status chat(const Opts& o) {
   auto executor = runtime::executor_from_name(o.executor);
   if (!executor) return executor.error();
   if (auto s = runtime::check_memory_budget(o.model, 0, o.max_memory); !s) return s;
-  auto file = runtime::ModelFile::open(o.model);
+  auto kv_type = builder::kv_type_from_name(o.kv_type);
+  if (!kv_type) return kv_type.error();
+  auto file = runtime::ModelFile::open(o.model, builder::BuildOptions{.kv_type = *kv_type});
   if (!file) return file.error();
   runtime::RunnerOptions ro;
   ro.compile.executor = *executor;
@@ -78,6 +80,7 @@ void add(CLI::App& app, int& rc) {
   cmd->add_option("-n,--max-tokens", o->n, "tokens per answer at most")->capture_default_str();
   cmd->add_option("--temperature", o->temperature, "0 = greedy")->capture_default_str();
   cmd->add_option("--seed", o->seed, "random seed (default: random)");
+  cmd->add_option("--kv-type", o->kv_type, "KV cache element type: f32 | f16 (half the memory)")->capture_default_str();
   cmd->add_option("--max-memory", o->max_memory, "refuse a model that needs more (e.g. 8GiB; default: the memory available)");
   cmd->callback([o, &rc] {
     if (auto s = chat(*o); !s) rc = fail("chat", s.error());

@@ -40,6 +40,8 @@ class ThreadPool {
   void part(int index, int64_t* b, int64_t* e) const;
 
   int n_;
+  static constexpr int kSpin = 20000;  // pauses a worker spins for the next job before it sleeps
+  int spin_;                           // kSpin, or 0 with more threads than cores
   std::vector<std::thread> threads_;
   std::mutex mu_;
   std::condition_variable cv_;

@@ -198,6 +198,9 @@ def run_and_chat(ggflow, root, shared):
         lines = r.stdout.decode().strip().splitlines()
         check(r.returncode == 0 and len(lines) == 2 and "Paris" in lines[0] and "Rome" in lines[1],
               f"chat: two turns answered in context ({lines})")
+        r = subprocess.run([str(ggflow), "chat", "-m", str(smol), "--temperature", "0", "-n", "24", "--kv-type", "f16"],
+                           input=b"What is the capital of France? Answer in one sentence.\n/exit\n", capture_output=True)
+        check(r.returncode == 0 and "Paris" in r.stdout.decode(), f"chat --kv-type f16: answered ({r.stdout[:80]})")
 
 
 def main():
