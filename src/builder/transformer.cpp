@@ -343,17 +343,21 @@ class Builder {
 
 }  // namespace
 
+namespace {
+bool kv_type_supported(gguf::GgmlType t) { return t == gguf::GgmlType::F32 || t == gguf::GgmlType::F16; }
+Error kv_type_error(std::string_view name) {
+  return make_error("KV cache type '" + std::string(name) + "' is not supported", "use f32 or f16");
+}
+}  // namespace
+
 Result<gguf::GgmlType> kv_type_from_name(std::string_view name) {
   auto t = gguf::type_from_name(name);
-  if (!t || (*t != gguf::GgmlType::F32 && *t != gguf::GgmlType::F16))
-    return make_error("KV cache type '" + std::string(name) + "' is not supported", "use f32 or f16");
+  if (!t || !kv_type_supported(*t)) return kv_type_error(name);
   return *t;
 }
 
 Result<BuiltModel> build(const gguf::File& file, const BuildOptions& opt) {
-  if (opt.kv_type != gguf::GgmlType::F32 && opt.kv_type != gguf::GgmlType::F16)
-    return make_error("KV cache type " + std::string(gguf::traits(opt.kv_type).name) + " is not supported",
-                      "use f32 or f16");
+  if (!kv_type_supported(opt.kv_type)) return kv_type_error(gguf::traits(opt.kv_type).name);
   if (opt.kv_type == gguf::GgmlType::F16 && !opt.flash_attn)
     return make_error("an f16 KV cache needs flash attention (FLASH_ATTN_EXT)",
                       "drop --no-flash-attn, or keep the f32 KV cache");

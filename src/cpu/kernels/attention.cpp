@@ -18,10 +18,10 @@ int64_t round16(int64_t n) { return (n + 15) / 16 * 16; }
 
 // One key / value row as f32: in place, or (f16 cache) converted into buf.
 const float* key_row(const KvCache& c, int64_t block, int64_t kvh, int64_t slot, float* buf) {
-  return detail::cache_rows(Isa::scalar, c.k, c.k16, c, block, kvh, slot, 1, c.head_size, buf);
+  return detail::cache_rows(Isa::scalar, c, true, block, kvh, slot, 1, buf);
 }
 const float* value_row(const KvCache& c, int64_t block, int64_t kvh, int64_t slot, float* buf) {
-  return detail::cache_rows(Isa::scalar, c.v, c.v16, c, block, kvh, slot, 1, c.v_size, buf);
+  return detail::cache_rows(Isa::scalar, c, false, block, kvh, slot, 1, buf);
 }
 
 Status check_cache(const KvCache& c) {
@@ -264,16 +264,15 @@ Status kv_write(Isa isa, const KvCache& c, const int32_t* block_table, int64_t t
   const int64_t b = block_table[pos / kKvBlock];
   if (b < 0 || b >= c.num_blocks)
     return make_error("kv_write: block index " + std::to_string(b) + " outside the cache's " + std::to_string(c.num_blocks) + " blocks");
-  const int64_t kat = (b * c.kv_heads * kKvBlock + pos % kKvBlock) * c.head_size, kstep = kKvBlock * c.head_size;
-  const int64_t vat = (b * c.kv_heads * kKvBlock + pos % kKvBlock) * c.v_size, vstep = kKvBlock * c.v_size;
   for (int64_t h = 0; h < c.kv_heads; ++h) {
+    const int64_t ka = c.at(true, b, h, pos % kKvBlock), va = c.at(false, b, h, pos % kKvBlock);
     const float *kh = k + h * c.head_size, *vh = v + h * c.v_size;
     if (c.half()) {
-      to_f16(isa, kh, c.head_size, c.k16 + kat + h * kstep);
-      to_f16(isa, vh, c.v_size, c.v16 + vat + h * vstep);
+      to_f16(isa, kh, c.head_size, c.k16 + ka);
+      to_f16(isa, vh, c.v_size, c.v16 + va);
     } else {
-      std::memcpy(c.k + kat + h * kstep, kh, static_cast<size_t>(c.head_size) * sizeof(float));
-      std::memcpy(c.v + vat + h * vstep, vh, static_cast<size_t>(c.v_size) * sizeof(float));
+      std::memcpy(c.k + ka, kh, static_cast<size_t>(c.head_size) * sizeof(float));
+      std::memcpy(c.v + va, vh, static_cast<size_t>(c.v_size) * sizeof(float));
     }
   }
   return {};

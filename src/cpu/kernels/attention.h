@@ -71,6 +71,11 @@ struct KvCache {
   uint16_t* k16 = nullptr;
   uint16_t* v16 = nullptr;
   bool half() const { return k16 != nullptr; }
+  // Elements per K (is_k) or V row, and where row `slot` of kv head kvh in block `block` starts.
+  int64_t row(bool is_k) const { return is_k ? head_size : v_size; }
+  int64_t at(bool is_k, int64_t block, int64_t kvh, int64_t slot) const {
+    return ((block * kv_heads + kvh) * kKvBlock + slot) * row(is_k);
+  }
 };
 // Head and value sizes an f16 cache takes (a chunk of K and a block of V are converted on the stack).
 inline constexpr int64_t kMaxHalfRow = 512;
@@ -174,14 +179,14 @@ struct AttnTile {
   float* scratch = nullptr;
   int64_t stride = 0;
 };
-// The f32 rows [slot, slot + n) of kv head kvh in cache block `block`: in place for an f32 cache;
-// for an f16 one, converted into buf (n * row floats) by from_f16_quiet (exact; kv_write never
-// stores a signaling NaN).
-inline const float* cache_rows(Isa isa, const float* f32, const uint16_t* f16, const KvCache& c, int64_t block,
-                               int64_t kvh, int64_t slot, int64_t n, int64_t row, float* buf) {
-  const int64_t at = ((block * c.kv_heads + kvh) * kKvBlock + slot) * row;
-  if (!f16) return f32 + at;
-  from_f16_quiet(isa, f16 + at, n * row, buf);
+// The f32 K (is_k) or V rows [slot, slot + n) of kv head kvh in cache block `block`: in place for
+// an f32 cache; for an f16 one, converted into buf (n rows) by from_f16_quiet (exact; kv_write
+// never stores a signaling NaN).
+inline const float* cache_rows(Isa isa, const KvCache& c, bool is_k, int64_t block, int64_t kvh, int64_t slot,
+                               int64_t n, float* buf) {
+  const int64_t at = c.at(is_k, block, kvh, slot);
+  if (!c.half()) return (is_k ? c.k : c.v) + at;
+  from_f16_quiet(isa, (is_k ? c.k16 : c.v16) + at, n * c.row(is_k), buf);
   return buf;
 }
 // Prefetches rows [slot, slot + n) of kv head kvh in cache block `block` (K: is_k, else V), when
@@ -189,10 +194,10 @@ inline const float* cache_rows(Isa isa, const float* f32, const uint16_t* f16, c
 // computes (a decode step finds the cache in DRAM, the weights having streamed through the caches).
 inline void prefetch_rows(const KvCache& c, bool is_k, int64_t block, int64_t kvh, int64_t slot, int64_t n) {
   if (block < 0 || block >= c.num_blocks) return;
-  const int64_t row = is_k ? c.head_size : c.v_size, at = ((block * c.kv_heads + kvh) * kKvBlock + slot) * row;
+  const int64_t at = c.at(is_k, block, kvh, slot);
   const char* p = c.half() ? reinterpret_cast<const char*>((is_k ? c.k16 : c.v16) + at)
                            : reinterpret_cast<const char*>((is_k ? c.k : c.v) + at);
-  const int64_t bytes = n * row * (c.half() ? 2 : 4);
+  const int64_t bytes = n * c.row(is_k) * (c.half() ? 2 : 4);
   for (int64_t i = 0; i < bytes; i += 64) __builtin_prefetch(p + i, 0, 3);
 }
 void attention_tile_avx2(const KvCache& c, const AttnTile& t);

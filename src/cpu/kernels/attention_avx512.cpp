@@ -235,7 +235,7 @@ void attention_tile_avx512(const KvCache& c, const AttnTile& t) {
     // the next chunk's keys (or, after the last, the first block's values) arrive while this one computes
     if (c0 + 16 < H) prefetch_rows(c, true, table[(c0 + 16) / kKvBlock], kvh, (c0 + 16) % kKvBlock, 16);
     else prefetch_rows(c, false, table[L / kKvBlock], kvh, 0, kKvBlock);
-    const float* kb = cache_rows(Isa::avx512, c.k, c.k16, c, table[c0 / kKvBlock], kvh, c0 % kKvBlock, 16, S, kconv);
+    const float* kb = cache_rows(Isa::avx512, c, true, table[c0 / kKvBlock], kvh, c0 % kKvBlock, 16, kconv);
     const bool tr = S <= kMaxTS && active >= kMinTRows;
     if (tr) transpose_chunk(kb, S, KT);
     const float* qs[kMaxMr];
@@ -314,7 +314,7 @@ void attention_tile_avx512(const KvCache& c, const AttnTile& t) {
     for (int64_t qi = 0; qi < Q && !seen; ++qi) seen = pl[qi].n > 0 && pl[qi].lo < p0 + kKvBlock && pl[qi].lo + pl[qi].n > p0;
     if (!seen) continue;
     if (bi < (H - 1) / kKvBlock) prefetch_rows(c, false, table[bi + 1], kvh, 0, kKvBlock);  // the next block's values
-    const float* vblock = cache_rows(Isa::avx512, c.v, c.v16, c, table[bi], kvh, 0, kKvBlock, Sv, vconv);
+    const float* vblock = cache_rows(Isa::avx512, c, false, table[bi], kvh, 0, kKvBlock, vconv);
     for (int64_t dc = 0; dc < Sv; dc += 64) {
       const int64_t rem = std::min<int64_t>(64, Sv - dc);
       const int nv = static_cast<int>((rem + 15) / 16);
