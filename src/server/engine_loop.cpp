@@ -48,6 +48,9 @@ EngineLoop::Admission EngineLoop::submit(std::vector<Submission> group) {
     if (draining_) return Admission::Draining;
     if (live_ + int64_t(group.size()) > int64_t(cfg_.max_num_seqs) + cfg_.max_queue) return Admission::QueueFull;
     live_ += int64_t(group.size());
+    // Counted as waiting at once, under the same lock as update_gauges' inbox count: whoever
+    // reads the metrics after a request was accepted sees it (never idle while it is queued).
+    metrics_.add_waiting(int64_t(group.size()));
     Group g;
     g.members = std::move(group);
     inbox_.push_back(std::move(g));
@@ -173,13 +176,11 @@ void EngineLoop::update_gauges() {
   g.running = int64_t(engine.scheduler().running().size());
   g.waiting = int64_t(engine.scheduler().waiting().size());
   for (const auto& grp : groups_) g.waiting += int64_t(grp.members.size() - grp.next);
-  {
-    std::lock_guard<std::mutex> l(m_);
-    for (const auto& grp : inbox_) g.waiting += int64_t(grp.members.size());
-  }
   g.num_blocks = engine.num_blocks();
   g.blocks_used = engine.num_blocks() - engine.blocks().num_free();
   g.block_size = int32_t(serving::BlockManager::kBlockSize);
+  std::lock_guard<std::mutex> l(m_);  // the inbox and the gauges in one step with submit's add_waiting
+  for (const auto& grp : inbox_) g.waiting += int64_t(grp.members.size());
   metrics_.set_gauges(g);
 }
 

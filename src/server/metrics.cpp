@@ -32,6 +32,10 @@ void Metrics::set_gauges(const EngineGauges& g) {
   std::lock_guard<std::mutex> l(m_);
   g_ = g;
 }
+void Metrics::add_waiting(int64_t n) {
+  std::lock_guard<std::mutex> l(m_);
+  g_.waiting += n;
+}
 EngineGauges Metrics::gauges() const {
   std::lock_guard<std::mutex> l(m_);
   return g_;

@@ -38,6 +38,7 @@ class Metrics {
  public:
   Metrics();
   void set_gauges(const EngineGauges& g);
+  void add_waiting(int64_t n);  // a request accepted between two set_gauges
   void add_preemptions(int64_t n);
   void add_prompt_tokens(int64_t n);
   void add_generation_tokens(int64_t n);

@@ -540,8 +540,9 @@ def check_llama_routes(client, name, srv):
 
 def check_idle_metrics(srv, what):
     m = srv.wait_idle(timeout=10)
-    c.check(m.get("ggflow:kv_cache_usage_perc") == 0 and m.get("ggflow:num_requests_running") == 0,
-            f"{what}: /metrics shows kv_cache_usage_perc 0 and num_requests_running 0", idle_detail(m))
+    c.check(m.get("ggflow:kv_cache_usage_perc") == 0 and m.get("ggflow:num_requests_running") == 0
+            and m.get("ggflow:num_requests_waiting") == 0,
+            f"{what}: /metrics shows kv_cache_usage_perc 0 and no request running or waiting", idle_detail(m))
 
 
 def check_preemption(ggflow, model, name):

@@ -138,6 +138,26 @@ TEST_F(Loop, CancelFreesTheBlocksAndEndsTheRequest) {
   EXPECT_EQ(metrics.gauges().running, 0);
 }
 
+// The metrics never read idle while an accepted request is queued: a client that saw them idle
+// may submit up to --max-queue more (the server_openai drain check flaked on exactly that).
+TEST_F(Loop, AnAcceptedRequestIsInTheGaugesAtOnce) {
+  EngineLoop loop(*pipe, LoopConfig{1, 1}, metrics);
+  for (int round = 0; round < 20; ++round) {
+    auto h = std::make_shared<RequestHandle>();
+    std::vector<Submission> g;
+    g.push_back(sub(prompt("Lily and Tom went to the park"), 400, 0, h));
+    ASSERT_EQ(loop.submit(std::move(g)), EngineLoop::Admission::Accepted);
+    const EngineGauges now = metrics.gauges();
+    EXPECT_EQ(now.running + now.waiting, 1) << "round " << round;
+    loop.cancel(h);
+    Collected got = collect(*h, 1);
+    EXPECT_TRUE(got.last[0].done);
+    // The books and the gauges are done before the last event is pushed.
+    EXPECT_EQ(metrics.gauges().running + metrics.gauges().waiting, 0) << "round " << round;
+    EXPECT_EQ(loop.live(), 0);
+  }
+}
+
 TEST_F(Loop, TheQueueIsBoundedAndDrainCancelsTheRest) {
   EngineLoop loop(*pipe, LoopConfig{1, 1}, metrics);
   auto a = std::make_shared<RequestHandle>(), b = std::make_shared<RequestHandle>(), c = std::make_shared<RequestHandle>();
