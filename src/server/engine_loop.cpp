@@ -77,14 +77,14 @@ void EngineLoop::drain(std::chrono::milliseconds timeout) {
   }
 }
 
-// A request that never reached the engine (rejected by the pipeline, or cancelled while held).
-static void end_unstarted(const Submission& s, text::FinishReason why, std::string error) {
+void EngineLoop::end_unstarted(Submission s, text::FinishReason why, std::string error) {
+  retire(1);
   RequestEvent e;
   e.index = s.index;
   e.done = true;
   e.finish = why;
   e.error = std::move(error);
-  s.handle->push(std::move(e));
+  unstarted_.emplace_back(std::move(s.handle), std::move(e));
 }
 
 pipeline::RequestId EngineLoop::add_one(Submission& s) {
@@ -96,8 +96,7 @@ pipeline::RequestId EngineLoop::add_one(Submission& s) {
     return true;
   });
   if (!id) {
-    retire(1);
-    end_unstarted(s, text::FinishReason::Error, id.error().str());
+    end_unstarted(std::move(s), text::FinishReason::Error, id.error().str());
     return 0;
   }
   metrics_.add_prompt_tokens(prompt_len);
@@ -168,6 +167,8 @@ void EngineLoop::publish() {
   // at once, and a client that saw its last event sees its blocks freed.
   update_gauges();
   for (auto& [h, e] : events) h->push(std::move(e));
+  for (auto& [h, e] : unstarted_) h->push(std::move(e));
+  unstarted_.clear();
 }
 
 void EngineLoop::update_gauges() {
@@ -203,9 +204,8 @@ void EngineLoop::run() {
       // Held members never started: they end here; running ones are cancelled in the engine.
       std::vector<Group> dropped;
       dropped.swap(groups_);
-      for (auto& g : dropped) retire(int64_t(g.members.size() - g.next));
       for (auto& g : dropped)
-        for (size_t i = g.next; i < g.members.size(); ++i) end_unstarted(g.members[i], text::FinishReason::Cancelled, {});
+        for (size_t i = g.next; i < g.members.size(); ++i) end_unstarted(std::move(g.members[i]), text::FinishReason::Cancelled, {});
       for (auto& [id, a] : active_) (void)pipe_.cancel(id);
     }
     for (const auto& h : cancels) {
@@ -216,8 +216,7 @@ void EngineLoop::run() {
           if (g.members[i].handle == h) {  // not started: drop it from the group
             Submission s = std::move(g.members[i]);
             g.members.erase(g.members.begin() + std::ptrdiff_t(i));
-            retire(1);
-            end_unstarted(s, text::FinishReason::Cancelled, {});
+            end_unstarted(std::move(s), text::FinishReason::Cancelled, {});
           } else {
             ++i;
           }

@@ -103,6 +103,9 @@ class EngineLoop {
   void publish();        // after a step: events to every active request, finished ones released
   void update_gauges();
   void retire(int64_t n);  // n requests ended: live_ -= n
+  // A request that never reached the engine (rejected by the pipeline, or cancelled while held):
+  // retired now, its final event pushed by the next publish, after the gauges.
+  void end_unstarted(Submission s, text::FinishReason why, std::string error);
 
   pipeline::ContinuousBatchingPipeline& pipe_;
   LoopConfig cfg_;
@@ -121,6 +124,7 @@ class EngineLoop {
   // Loop thread only.
   std::vector<Group> groups_;               // groups with members still to add
   std::map<pipeline::RequestId, Active> active_;
+  std::vector<std::pair<std::shared_ptr<RequestHandle>, RequestEvent>> unstarted_;  // end_unstarted's events
   std::thread thread_;
 };
 
