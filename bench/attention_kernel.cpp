@@ -33,7 +33,7 @@ void must(const Status& s) {
 
 constexpr int64_t kHk = 3, kHq = 9, kS = 64;
 
-// One layer's cache for B sequences of L keys each (sequence b in blocks [b*nb, (b+1)*nb)).
+// One layer's cache for B sequences of L keys each.
 struct Layer {
   std::vector<float> k, v;
   std::vector<uint16_t> k16, v16;
@@ -69,7 +69,10 @@ void bench_decode(Isa isa, int64_t B, int64_t L, bool half) {
   for (auto& x : q) x = nd(rng);
   std::vector<int32_t> pos(B, static_cast<int32_t>(L - 1)), seq(B), bi(B * nb), bib(B + 1);
   for (int64_t b = 0; b < B; ++b) seq[b] = static_cast<int32_t>(b), bib[b + 1] = static_cast<int32_t>((b + 1) * nb);
-  for (int64_t i = 0; i < B * nb; ++i) bi[i] = static_cast<int32_t>(i);
+  // Block j of sequence b is block j * B + b: sequences decoding together take their next block
+  // at about the same step, so the block manager hands them out interleaved.
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t j = 0; j < nb; ++j) bi[b * nb + j] = static_cast<int32_t>(j * B + b);
   AttentionBatch ab;
   ab.q = q.data(), ab.q_stride = kHq * kS, ab.out = out.data(), ab.out_stride = kHq * kS;
   ab.tokens = B, ab.q_heads = kHq, ab.positions = pos.data(), ab.seq = seq.data();

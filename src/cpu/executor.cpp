@@ -457,6 +457,19 @@ Status Executor::Impl::fallback(Step& s) {
   return {};
 }
 
+// The profile's row for a step: its op, and at GGFLOW_PROFILE=2 a matmul's shape, weight type and
+// group (the group's first step times the whole group).
+std::string Executor::Impl::profile_key(const Step& s) const {
+  std::string key(s.node->type_name());
+  if (s.fell_back) return key + " (reference)";
+  if (profile_detail && s.kind == Kind::matmul) {
+    key += " " + std::string(gguf::traits(s.wtype).name) + " " + std::to_string(s.K) + "->" + std::to_string(s.N);
+    if (s.group >= 0) key += " (group of " + std::to_string(groups[size_t(s.group)].steps.size()) + ")";
+    if (s.packed) key += " packed";
+  }
+  return key;
+}
+
 Result<std::vector<ir::Tensor>> Executor::Impl::run(std::span<const ir::Tensor> params, std::vector<ir::Tensor>* state,
                                                     std::span<const uint8_t> writable) {
   if (params.size() != model->parameters().size())
@@ -473,7 +486,7 @@ Result<std::vector<ir::Tensor>> Executor::Impl::run(std::span<const ir::Tensor> 
       const auto t0 = std::chrono::steady_clock::now();
       if (auto st = exec(s, params, state, writable); !st) return st.error();
       if (s.kind == Kind::constant) continue;
-      auto& e = profile_ops[std::string(s.node->type_name()) + (s.fell_back ? " (reference)" : "")];
+      auto& e = profile_ops[profile_key(s)];
       e.first += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       ++e.second;
     }
@@ -514,7 +527,8 @@ Result<std::unique_ptr<Executor>> Executor::create(const ir::Model& model, const
   auto impl = std::make_unique<Impl>();
   impl->isa = *isa;
   const char* prof = std::getenv("GGFLOW_PROFILE");
-  impl->profile = prof && std::string(prof) == "1";
+  impl->profile = prof && (std::string(prof) == "1" || std::string(prof) == "2");
+  impl->profile_detail = prof && std::string(prof) == "2";
   int threads = options.threads > 0 ? options.threads : static_cast<int>(std::thread::hardware_concurrency());
   impl->pool = std::make_unique<ThreadPool>(std::max(1, threads));
   if (auto s = impl->compile(model); !s) return s.error();

@@ -89,8 +89,9 @@ struct Executor::Impl {
   uint64_t run_count = 0;
   int64_t fallbacks = 0;
   std::map<std::string, int64_t> fallback_ops;
-  // GGFLOW_PROFILE=1: seconds and calls per op (native or fallback), printed when the executor ends.
-  bool profile = false;
+  // GGFLOW_PROFILE=1: seconds and calls per op (native or fallback), printed when the executor ends;
+  // 2: matmuls by weight type and shape.
+  bool profile = false, profile_detail = false;
   std::map<std::string, std::pair<double, int64_t>> profile_ops;
   int64_t profile_runs = 0;
 
@@ -101,6 +102,7 @@ struct Executor::Impl {
   Status exec(Step& s, std::span<const ir::Tensor> params, std::vector<ir::Tensor>* state,
               std::span<const uint8_t> writable);
   Status fallback(Step& s);
+  std::string profile_key(const Step& s) const;
 
   // Native kernels (executor_ops.cpp). Each returns false in `*done` when the inputs at hand are
   // outside what it handles; the step then runs on the reference kernel.

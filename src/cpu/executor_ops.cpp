@@ -24,6 +24,15 @@ namespace ggflow::cpu {
 namespace {
 using ir::ElementType;
 
+// Rows per part for a cheap row-wise kernel (a few operations per element: norms, adds, RoPE, cache
+// writes) on rows of n elements: a part of fewer elements than this costs more to hand to another
+// core (the wake-up, and the rows moving between the cores' caches) than to compute where the
+// rows are (a decode batch's 8 tokens run on the calling thread; prefill chunks still split).
+int64_t cheap_grain(int64_t n) {
+  constexpr int64_t kMinPartElems = 8192;
+  return std::max<int64_t>(4, (kMinPartElems + std::max<int64_t>(1, n) - 1) / std::max<int64_t>(1, n));
+}
+
 // Integer values (i32/i64, dense) into int32s, checked to fit.
 Status to_i32(const Val& v, int32_t* dst, const ir::Node& n) {
   if (!ir::is_integer(v.type) || !v.contiguous()) return make_error(n.describe() + ": expected a dense integer input");
@@ -157,7 +166,7 @@ Status Executor::Impl::rmsnorm(Step& s, bool* done) {
   const float* xp = x.as<const float>();
   Val& y = alloc_out(s, std::span<const int64_t>(x.shape, static_cast<size_t>(x.rank)));
   float* yp = y.as<float>();
-  pool->parallel_for(rows, 4, [&](int64_t b, int64_t e, int) { cpu::rmsnorm(isa, xp, H, gamma, eps, yp, H, H, b, e); });
+  pool->parallel_for(rows, cheap_grain(H), [&](int64_t b, int64_t e, int) { cpu::rmsnorm(isa, xp, H, gamma, eps, yp, H, H, b, e); });
   return {};
 }
 
@@ -190,7 +199,7 @@ Status Executor::Impl::binary(Step& s, bool* done) {
     const float* ap = a->as<const float>();
     Val& y = alloc_out(s, std::span<const int64_t>(a->shape, static_cast<size_t>(a->rank)));
     float* yp = y.as<float>();
-    pool->parallel_for(rows, 4, [&](int64_t r0, int64_t r1, int) { cpu::binary(isa, op, ap, n, row, 0, yp, n, n, r0, r1); });
+    pool->parallel_for(rows, cheap_grain(n), [&](int64_t r0, int64_t r1, int) { cpu::binary(isa, op, ap, n, row, 0, yp, n, n, r0, r1); });
     return {};
   }
   if (same_shape(*a, *b)) {
@@ -209,7 +218,7 @@ Status Executor::Impl::binary(Step& s, bool* done) {
   const float* bp = b->as<const float>();
   Val& y = alloc_out(s, std::span<const int64_t>(a->shape, static_cast<size_t>(a->rank)));
   float* yp = y.as<float>();
-  pool->parallel_for(rows, 4, [&](int64_t r0, int64_t r1, int) { cpu::binary(isa, op, ap, n, bp, bs, yp, n, n, r0, r1); });
+  pool->parallel_for(rows, cheap_grain(n), [&](int64_t r0, int64_t r1, int) { cpu::binary(isa, op, ap, n, bp, bs, yp, n, n, r0, r1); });
   return {};
 }
 
@@ -250,7 +259,7 @@ Status Executor::Impl::rope(Step& s, bool* done) {
   if (x0.type != ElementType::f32 || x0.rank < 3 || !ir::is_integer(p.type) || !p.contiguous())
     return *done = false, Status{};
   const auto& a = s.node->attrs<ir::RopeAttrs>();
-  const int64_t H = x0.dim(-2), S = x0.dim(-1), T = H * S ? x0.numel() / (H * S) : 0;
+  const int64_t H = x0.dim(-2), S = x0.dim(-1), T = H * S != 0 ? x0.numel() / (H * S) : 0;
   if (p.numel() != T) return *done = false, Status{};  // positions broadcast: the reference kernel
   RopeParams rp;
   rp.n_dims = a.n_dims;
@@ -292,7 +301,7 @@ Status Executor::Impl::rope(Step& s, bool* done) {
   const float* xp = x.as<const float>();
   Val& y = alloc_out(s, std::span<const int64_t>(x.shape, static_cast<size_t>(x.rank)));
   float* yp = y.as<float>();
-  pool->parallel_for(T, 1, [&](int64_t b, int64_t e, int) {
+  pool->parallel_for(T, cheap_grain(H * S), [&](int64_t b, int64_t e, int) {
     for (int64_t t = b; t < e; ++t) rope_apply(isa, rp, S, tables + t * 2 * nd, xp + t * H * S, yp + t * H * S, H);
   });
   return {};
@@ -419,8 +428,7 @@ Status Executor::Impl::paged_attention(Step& s, bool* done) {
                          v.as<const float>() + t * Hk * Sv));
     }
   };
-  if (T > 1) pool->parallel_for(T, 1, write);
-  else write(0, T, 0);
+  pool->parallel_for(T, cheap_grain(Hk * (S + Sv)), write);
   if (werr.set) return make_error(n.describe() + ": " + werr.status.error().what);
   // 2. attention per (token, kv head)
   const int64_t out_shape[2] = {T, Hq * Sv};

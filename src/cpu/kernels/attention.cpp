@@ -11,7 +11,6 @@
 #include "cpu/kernels/math.h"
 
 namespace ggflow::cpu {
-
 namespace {
 
 int64_t round16(int64_t n) { return (n + 15) / 16 * 16; }
@@ -237,12 +236,27 @@ Status attention_rows(Isa isa, const KvCache& c, const AttentionBatch& b, int64_
   // per (kv head, part), its tokens in [i0, i1) in order; tiles break where the sequence changes
   AttentionQuery a[kAttentionTile];
   detail::AttnPlan pl[kAttentionTile];
+  auto t_range = [&](int64_t v, int64_t* t0, int64_t* t1) {
+    *t0 = i0 <= v ? 0 : (i0 - v + Hk - 1) / Hk, *t1 = i1 <= v ? 0 : (i1 - v + Hk - 1) / Hk;
+  };
+  // The first query after kv head v's tokens (the next tile when v's last one runs), if any.
+  auto first_after = [&](int64_t v, AttentionQuery* nx) {
+    for (int64_t w = v + 1; w < Hk; ++w) {
+      int64_t t0, t1;
+      t_range(w, &t0, &t1);
+      if (rows_of(w) > 0 && t0 < t1) return *nx = query(t0, w), true;
+    }
+    return false;
+  };
   for (int64_t v = 0; v < Hk; ++v) {
-    const int64_t t0 = i0 <= v ? 0 : (i0 - v + Hk - 1) / Hk, t1 = i1 <= v ? 0 : (i1 - v + Hk - 1) / Hk;
+    int64_t t0, t1;
+    t_range(v, &t0, &t1);
     int64_t k = 0;
     if (rows_of(v) == 0) continue;
     for (int64_t t = t0; t < t1; ++t) {
       if (k > 0 && (k == kAttentionTile || a[k - 1].block_table != b.block_indices + b.block_begins[b.seq ? b.seq[t] : 0])) {
+        const AttentionQuery nx = query(t, v);
+        detail::prefetch_query(c, nx);  // its keys and values arrive while this tile computes
         run_queries(isa, c, a, pl, k, scratch, scratch_floats);
         k = 0;
       }
@@ -250,7 +264,11 @@ Status attention_rows(Isa isa, const KvCache& c, const AttentionBatch& b, int64_
       pl[k] = *plan(c, a[k]);
       ++k;
     }
-    if (k > 0) run_queries(isa, c, a, pl, k, scratch, scratch_floats);
+    if (k > 0) {
+      AttentionQuery nx;
+      if (first_after(v, &nx)) detail::prefetch_query(c, nx);
+      run_queries(isa, c, a, pl, k, scratch, scratch_floats);
+    }
   }
   return {};
 }

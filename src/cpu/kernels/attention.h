@@ -52,6 +52,7 @@
 // they load it (vcvtph2ps, exact).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 
 #include "base/result.h"
@@ -199,6 +200,24 @@ inline void prefetch_rows(const KvCache& c, bool is_k, int64_t block, int64_t kv
                            : reinterpret_cast<const char*>((is_k ? c.k : c.v) + at);
   const int64_t bytes = n * c.row(is_k) * (c.half() ? 2 : 4);
   for (int64_t i = 0; i < bytes; i += 64) __builtin_prefetch(p + i, 0, 3);
+}
+// Prefetches every K and V row a checked query reads, towards L2 (prefetcht2): attention_rows
+// issues it for the next tile before running one, so that a decode batch's next (sequence, kv
+// head) streams in while this one computes (one core's demand misses alone reach about a third of
+// what its caches' bandwidth allows; measured in docs/BENCHMARKS.md).
+inline void prefetch_query(const KvCache& c, const AttentionQuery& a) {
+  const int64_t lo = a.window > 0 ? std::max<int64_t>(0, a.n_keys - a.window) : 0;
+  for (int64_t p0 = lo / kKvBlock * kKvBlock; p0 < a.n_keys; p0 += kKvBlock) {
+    const int64_t block = a.block_table[p0 / kKvBlock];
+    const int64_t s0 = std::max(lo, p0) - p0, s1 = std::min(a.n_keys, p0 + kKvBlock) - p0;
+    for (bool is_k : {true, false}) {
+      const int64_t at = c.at(is_k, block, a.kv_head, s0);
+      const char* p = c.half() ? reinterpret_cast<const char*>((is_k ? c.k16 : c.v16) + at)
+                               : reinterpret_cast<const char*>((is_k ? c.k : c.v) + at);
+      const int64_t bytes = (s1 - s0) * c.row(is_k) * (c.half() ? 2 : 4);
+      for (int64_t i = 0; i < bytes; i += 64) __builtin_prefetch(p + i, 0, 1);
+    }
+  }
 }
 void attention_tile_avx2(const KvCache& c, const AttnTile& t);
 void attention_tile_avx512(const KvCache& c, const AttnTile& t);
