@@ -105,7 +105,7 @@ int main() {
   using namespace ggflow::cpu;
   for (Isa isa : supported_isas()) {
     if (isa == Isa::scalar) continue;
-    for (int64_t L : {128, 1024, 4096})
+    for (int64_t L : {16, 64, 128, 1024, 4096})
       for (int64_t B : {1, 8})
         for (bool half : {false, true}) bench_decode(isa, B, L, half);
   }

@@ -418,8 +418,14 @@ Status Executor::Impl::paged_attention(Step& s, bool* done) {
   const Val& v = dense(v0, kvbuf, tv);
   KvCache cache{half ? nullptr : kc.as<float>(), half ? nullptr : vc.as<float>(), NB, Hk, S, Sv,
                 half ? kc.as<uint16_t>() : nullptr, half ? vc.as<uint16_t>() : nullptr};
-  // 1. this step's K/V rows into their blocks (each token's rows apart: split over the threads),
-  // before anything reads them
+  // fewer (token, kv head) groups than threads (one decode token on one kv head): split the
+  // groups' q heads (each q head's bits are its own)
+  const int64_t row_parts =
+      T > 0 && T * Hk < pool->size() ? std::min<int64_t>(Hq / Hk, (pool->size() + T * Hk - 1) / (T * Hk)) : 1;
+  // 1. this step's K/V rows into their blocks before anything reads them: in a decode batch (one
+  // token per sequence) each attention item writes its own rows; else first, split over the threads
+  bool decode = row_parts == 1;
+  for (int64_t b = 0; b < B && decode; ++b) decode = sb[b + 1] - sb[b] == 1;
   FirstError werr;
   auto write = [&](int64_t t0, int64_t t1, int) {
     for (int64_t t = t0; t < t1; ++t) {
@@ -428,7 +434,7 @@ Status Executor::Impl::paged_attention(Step& s, bool* done) {
                          v.as<const float>() + t * Hk * Sv));
     }
   };
-  pool->parallel_for(T, cheap_grain(Hk * (S + Sv)), write);
+  if (!decode) pool->parallel_for(T, cheap_grain(Hk * (S + Sv)), write);
   if (werr.set) return make_error(n.describe() + ": " + werr.status.error().what);
   // 2. attention per (token, kv head)
   const int64_t out_shape[2] = {T, Hq * Sv};
@@ -448,9 +454,8 @@ Status Executor::Impl::paged_attention(Step& s, bool* done) {
   ab.window = window;
   ab.scale = scale;
   ab.softcap = softcap;
-  // fewer (token, kv head) groups than threads (one decode token on one kv head): split the
-  // groups' q heads (each q head's bits are its own)
-  ab.row_parts = T > 0 && T * Hk < pool->size() ? std::min<int64_t>(Hq / Hk, (pool->size() + T * Hk - 1) / (T * Hk)) : 1;
+  ab.row_parts = row_parts;
+  if (decode) ab.k_new = k.as<const float>(), ab.v_new = v.as<const float>();
   const int64_t per = attention_rows_scratch_floats(cache, ab, max_keys);
   Buffer& sc = attn_scratch;
   float* scr = reinterpret_cast<float*>(sc.ensure(static_cast<size_t>(per * pool->size()) * 4 + 64));

@@ -17,6 +17,8 @@
 //    memcmp (single queries, groups, prefill tiles through attention_rows), the twin against a
 //    double reference of softcap * tanh(q.k * scale / softcap) and the IR's capped row within the
 //    same bound; softcap 0 is the uncapped kernel above;
+//  - a decode batch that writes its own new rows (k_new / v_new) leaves the cache and the outputs
+//    of kv_write followed by the batch, by memcmp, f32 and f16 caches, split anywhere;
 //  - bad inputs (block ids, short tables, small scratch, kv head, a non-finite soft-cap) are errors.
 // Also times decode at 4096 keys and a 256-token prefill per ISA (printed, not asserted).
 // Prints "N passed, N failed".
@@ -320,6 +322,87 @@ TEST(KernelsAttention, BatchSplitsAndComposition) {
       }
       tally.check(same, "batch " + isa_name(isa) + ": token alone != in batch, window " + std::to_string(window));
     }
+  }
+}
+
+// A decode batch that brings its new rows (AttentionBatch::k_new / v_new): each item writes its
+// token's rows of its kv head, then attends. The cache and the outputs are those of kv_write
+// followed by the batch, by memcmp, on every ISA, f32 and f16 caches, the items split anywhere.
+// Two tokens of one sequence, one of the two pointers, or row parts are refused.
+TEST(KernelsAttention, DecodeBatchWritesItsRows) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> nd01(0.0f, 1.0f);
+  const int64_t S = 64, kv_heads = 3, q_heads = 9, blocks = 12, T = 4;
+  // sequence s's table and its one new token's position (at a block's first slot, mid-block, last)
+  const std::vector<int32_t> block_indices = {3, 7, 0, /* 1 */ 5, /* 2 */ 9, 1, 10, 2, /* 3 */ 4, 6};
+  const std::vector<int32_t> block_begins = {0, 3, 4, 8, 10};
+  const std::vector<int32_t> seq = {0, 1, 2, 3}, positions = {64, 17, 127, 31};
+  std::vector<float> q(T * q_heads * S), knew(T * kv_heads * S), vnew(T * kv_heads * S);
+  for (float& f : q) f = nd01(rng);
+  for (float& f : knew) f = 0.5f * nd01(rng);
+  for (float& f : vnew) f = nd01(rng);
+  for (bool half : {false, true}) {
+    // the cache before the step: positions < each token's, as kv_write stores them
+    std::vector<float> k0(blocks * kv_heads * kKvBlock * S, kNaN), v0(k0.size(), kNaN);
+    std::vector<uint16_t> k16(k0.size(), 0x7E00), v16(k0.size(), 0x7E00);
+    KvCache c0 = half ? KvCache{nullptr, nullptr, blocks, kv_heads, S, S, k16.data(), v16.data()}
+                      : KvCache{k0.data(), v0.data(), blocks, kv_heads, S, S};
+    for (int64_t t = 0; t < T; ++t)
+      for (int32_t p = 0; p < positions[t]; ++p) {
+        std::vector<float> k(kv_heads * S), v(kv_heads * S);
+        for (float& f : k) f = 0.5f * nd01(rng);
+        for (float& f : v) f = nd01(rng);
+        tally.check(kv_write(Isa::scalar, c0, block_indices.data() + block_begins[t], block_begins[t + 1] - block_begins[t], p,
+                             k.data(), v.data()).ok(), "decode batch: kv_write");
+      }
+    AttentionBatch b;
+    b.q = q.data(), b.q_stride = q_heads * S, b.out_stride = q_heads * S, b.tokens = T, b.q_heads = q_heads;
+    b.positions = positions.data(), b.seq = seq.data(), b.block_indices = block_indices.data();
+    b.block_begins = block_begins.data(), b.n_seqs = T, b.scale = 0.125f;
+    std::vector<float> scratch(attention_rows_scratch_floats(c0, b, 128));
+    const int64_t items = attention_items(c0, b), sf = static_cast<int64_t>(scratch.size());
+    const std::string tag = half ? "f16" : "f32";
+    for (Isa isa : supported_isas()) {
+      // reference: kv_write for every token, then the batch
+      auto k1 = k0, v1 = v0;
+      auto k1h = k16, v1h = v16;
+      KvCache c1 = half ? KvCache{nullptr, nullptr, blocks, kv_heads, S, S, k1h.data(), v1h.data()}
+                        : KvCache{k1.data(), v1.data(), blocks, kv_heads, S, S};
+      for (int64_t t = 0; t < T; ++t)
+        tally.check(kv_write(isa, c1, block_indices.data() + block_begins[t], block_begins[t + 1] - block_begins[t], positions[t],
+                             knew.data() + t * kv_heads * S, vnew.data() + t * kv_heads * S).ok(), "decode batch: new rows");
+      std::vector<float> want(T * q_heads * S, -1.0f);
+      b.out = want.data();
+      tally.check(attention_rows(isa, c1, b, 0, items, scratch.data(), sf).ok(), "decode batch: reference " + isa_name(isa));
+      for (int64_t split : {int64_t{0}, int64_t{1}, int64_t{5}, items - 1, items}) {
+        auto k2 = k0, v2 = v0;
+        auto k2h = k16, v2h = v16;
+        KvCache c2 = half ? KvCache{nullptr, nullptr, blocks, kv_heads, S, S, k2h.data(), v2h.data()}
+                          : KvCache{k2.data(), v2.data(), blocks, kv_heads, S, S};
+        AttentionBatch w = b;
+        w.k_new = knew.data(), w.v_new = vnew.data();
+        std::vector<float> got(T * q_heads * S, -2.0f);
+        w.out = got.data();
+        const bool ok = attention_rows(isa, c2, w, 0, split, scratch.data(), sf).ok() &&
+                        attention_rows(isa, c2, w, split, items, scratch.data(), sf).ok();
+        const bool same_cache = half ? k2h == k1h && v2h == v1h
+                                     : same_bits(k2, k1) && same_bits(v2, v1);
+        tally.check(ok && same_bits(got, want) && same_cache,
+                    "decode batch " + tag + " " + isa_name(isa) + ": writing in the batch != kv_write first, split at " +
+                        std::to_string(split));
+      }
+    }
+    // refusals: nothing is written
+    AttentionBatch bad = b;
+    std::vector<float> out(T * q_heads * S);
+    bad.out = out.data(), bad.k_new = knew.data();
+    tally.check(!attention_rows(Isa::scalar, c0, bad, 0, items, scratch.data(), sf).ok(), "k_new without v_new accepted");
+    bad.v_new = vnew.data(), bad.row_parts = 2;
+    tally.check(!attention_rows(Isa::scalar, c0, bad, 0, items * 2, scratch.data(), sf).ok(), "k_new with row parts accepted");
+    const std::vector<int32_t> two = {0, 0, 2, 3}, two_pos = {64, 65, 127, 31};
+    bad.row_parts = 1, bad.seq = two.data(), bad.positions = two_pos.data();
+    tally.check(!attention_rows(Isa::scalar, c0, bad, 0, items, scratch.data(), sf).ok(),
+                "k_new with two tokens of one sequence accepted");
   }
 }
 

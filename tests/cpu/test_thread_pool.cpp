@@ -24,7 +24,9 @@ TEST(ThreadPool, EachIndexOnceInContiguousGrainAlignedParts) {
           ASSERT_LE(b, e);
           ASSERT_GE(t, 0);
           ASSERT_LT(t, threads);
-          if (e < n) EXPECT_EQ((e - b) % grain, 0) << "a part that is not the last is a multiple of the grain";
+          if (e < n) {
+            EXPECT_EQ((e - b) % grain, 0) << "a part that is not the last is a multiple of the grain";
+          }
           for (int64_t i = b; i < e; ++i) {
             seen[size_t(i)].fetch_add(1, std::memory_order_relaxed);
             owner[size_t(i)] = t;  // each index written by one thread only

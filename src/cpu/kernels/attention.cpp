@@ -38,6 +38,18 @@ Status check_cache(const KvCache& c) {
 
 int64_t query_scratch(int64_t nq, const detail::AttnPlan& pl) { return nq * (pl.np + 17); }
 
+// Kv head h's K row k and V row v into slot `slot` of cache block `block` (checked by the caller).
+void write_head(Isa isa, const KvCache& c, int64_t block, int64_t h, int64_t slot, const float* k, const float* v) {
+  const int64_t ka = c.at(true, block, h, slot), va = c.at(false, block, h, slot);
+  if (c.half()) {
+    to_f16(isa, k, c.head_size, c.k16 + ka);
+    to_f16(isa, v, c.v_size, c.v16 + va);
+  } else {
+    std::memcpy(c.k + ka, k, static_cast<size_t>(c.head_size) * sizeof(float));
+    std::memcpy(c.v + va, v, static_cast<size_t>(c.v_size) * sizeof(float));
+  }
+}
+
 // Checks a query against the cache and its table (not the scratch); resolves lo and n.
 Result<detail::AttnPlan> plan(const KvCache& c, const AttentionQuery& a) {
   if (a.nq < 1) return make_error("attention: a query group needs at least one row, got " + std::to_string(a.nq));
@@ -197,6 +209,8 @@ Status attention_rows(Isa isa, const KvCache& c, const AttentionBatch& b, int64_
                       std::to_string(c.kv_heads) + " kv heads");
   if (b.row_parts < 1)
     return make_error("attention: row_parts must be >= 1, got " + std::to_string(b.row_parts));
+  if ((b.k_new != nullptr) != (b.v_new != nullptr) || (b.k_new && b.row_parts != 1))
+    return make_error("attention: new rows need both k_new and v_new, and row_parts 1 (one item writes each row)");
   if (i0 < 0 || i1 > attention_items(c, b) || i0 > i1)
     return make_error("attention: item range [" + std::to_string(i0) + ", " + std::to_string(i1) + ") outside [0, " +
                       std::to_string(attention_items(c, b)) + ")");
@@ -230,9 +244,27 @@ Status attention_rows(Isa isa, const KvCache& c, const AttentionBatch& b, int64_
     const int64_t pos = b.positions[t];
     if (pos < 0) return make_error("attention: token " + std::to_string(t) + " has negative position " + std::to_string(pos));
     if (rows_of(v) == 0) continue;  // an empty part
-    if (auto pl = plan(c, query(t, v), scratch_floats); !pl)
+    const AttentionQuery a = query(t, v);
+    if (auto pl = plan(c, a, scratch_floats); !pl)
       return make_error("token " + std::to_string(t) + ": " + pl.error().what, pl.error().hint);
+    if (b.k_new) {
+      auto seq_of = [&](int64_t u) { return b.seq ? b.seq[u] : 0; };
+      if ((t > 0 && seq_of(t - 1) == s) || (t + 1 < b.tokens && seq_of(t + 1) == s))
+        return make_error("attention: token " + std::to_string(t) + " is not its sequence's only token; new rows are written in the batch only when each sequence has one",
+                          "write the rows with kv_write first");
+      if (pos >= a.table_len * kKvBlock || a.block_table[pos / kKvBlock] < 0 || a.block_table[pos / kKvBlock] >= c.num_blocks)
+        return make_error("attention: token " + std::to_string(t) + "'s new row at position " + std::to_string(pos) +
+                          " has no block in its table");
+    }
   }
+  // item (t, v)'s new rows, when the batch brings them (checked above)
+  auto write_rows = [&](int64_t t, int64_t v) {
+    if (!b.k_new) return;
+    const AttentionQuery a = query(t, v);
+    const int64_t pos = b.positions[t];
+    write_head(isa, c, a.block_table[pos / kKvBlock], a.kv_head, pos % kKvBlock,
+               b.k_new + (t * c.kv_heads + a.kv_head) * c.head_size, b.v_new + (t * c.kv_heads + a.kv_head) * c.v_size);
+  };
   // per (kv head, part), its tokens in [i0, i1) in order; tiles break where the sequence changes
   AttentionQuery a[kAttentionTile];
   detail::AttnPlan pl[kAttentionTile];
@@ -260,6 +292,7 @@ Status attention_rows(Isa isa, const KvCache& c, const AttentionBatch& b, int64_
         run_queries(isa, c, a, pl, k, scratch, scratch_floats);
         k = 0;
       }
+      write_rows(t, v);
       a[k] = query(t, v);
       pl[k] = *plan(c, a[k]);
       ++k;
@@ -282,17 +315,8 @@ Status kv_write(Isa isa, const KvCache& c, const int32_t* block_table, int64_t t
   const int64_t b = block_table[pos / kKvBlock];
   if (b < 0 || b >= c.num_blocks)
     return make_error("kv_write: block index " + std::to_string(b) + " outside the cache's " + std::to_string(c.num_blocks) + " blocks");
-  for (int64_t h = 0; h < c.kv_heads; ++h) {
-    const int64_t ka = c.at(true, b, h, pos % kKvBlock), va = c.at(false, b, h, pos % kKvBlock);
-    const float *kh = k + h * c.head_size, *vh = v + h * c.v_size;
-    if (c.half()) {
-      to_f16(isa, kh, c.head_size, c.k16 + ka);
-      to_f16(isa, vh, c.v_size, c.v16 + va);
-    } else {
-      std::memcpy(c.k + ka, kh, static_cast<size_t>(c.head_size) * sizeof(float));
-      std::memcpy(c.v + va, vh, static_cast<size_t>(c.v_size) * sizeof(float));
-    }
-  }
+  for (int64_t h = 0; h < c.kv_heads; ++h)
+    write_head(isa, c, b, h, pos % kKvBlock, k + h * c.head_size, v + h * c.v_size);
   return {};
 }
 

@@ -139,6 +139,13 @@ struct AttentionBatch {
   // (the last ones shorter or empty): more items than tokens x kv heads when those are fewer than
   // the threads (Gemma 3 decodes one token on one kv head). A q head's bits do not depend on it.
   int64_t row_parts = 1;
+  // Optional, for a decode batch (each sequence has one token here, row_parts 1): token t's new
+  // rows, k at k_new + t*kv_heads*head_size + kvh*head_size, v at v_new + t*kv_heads*v_size +
+  // kvh*v_size. Item (t, kvh) writes its own rows (as kv_write) before it reads the cache, so the
+  // writes run beside the attention on every thread instead of before it (no item reads another's
+  // rows when every sequence has one token). nullptr: the rows are already in the cache.
+  const float* k_new = nullptr;
+  const float* v_new = nullptr;
 };
 
 // Work items: i = (t * kv_heads + kv_head) * row_parts + part (part p of the q heads of that kv
