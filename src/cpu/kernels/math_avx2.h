@@ -67,9 +67,11 @@ static inline __m256 tanh(__m256 x) {
 static inline __m256 sigmoid_weighted(__m256 x, __m256 xc, __m256 es) {
   const __m256 e = _mm256_mul_ps(es, splat(kTwoM64));
   const __m256 den = _mm256_add_ps(splat(1.0f), e);
-  const __m256 pos = _mm256_div_ps(x, den);
-  const __m256 negv = _mm256_mul_ps(_mm256_div_ps(_mm256_mul_ps(xc, es), den), splat(kTwoM64));
-  return select(_mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_GE_OQ), negv, pos);
+  // x >= 0: x / den; else (xc * es) / den * 2^-64. One division for both (each lane divides its
+  // own branch's numerator: the same operations as computing both and blending).
+  const __m256 ge = _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_GE_OQ);
+  const __m256 q = _mm256_div_ps(select(ge, _mm256_mul_ps(xc, es), x), den);
+  return select(ge, _mm256_mul_ps(q, splat(kTwoM64)), q);
 }
 
 static inline __m256 silu(__m256 x) {

@@ -75,9 +75,11 @@ static inline __m512 tanh(__m512 x) {
 static inline __m512 sigmoid_weighted(__m512 x, __m512 xc, __m512 es) {
   const __m512 e = _mm512_mul_ps(es, splat(kTwoM64));
   const __m512 den = _mm512_add_ps(splat(1.0f), e);
-  const __m512 pos = _mm512_div_ps(x, den);
-  const __m512 negv = _mm512_mul_ps(_mm512_div_ps(_mm512_mul_ps(xc, es), den), splat(kTwoM64));
-  return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_GE_OQ), negv, pos);
+  // x >= 0: x / den; else (xc * es) / den * 2^-64. One division for both (each lane divides its
+  // own branch's numerator: the same operations as computing both and blending).
+  const __mmask16 ge = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_GE_OQ);
+  const __m512 q = _mm512_div_ps(_mm512_mask_blend_ps(ge, _mm512_mul_ps(xc, es), x), den);
+  return _mm512_mask_blend_ps(ge, _mm512_mul_ps(q, splat(kTwoM64)), q);
 }
 
 static inline __m512 silu(__m512 x) {
