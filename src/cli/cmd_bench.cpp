@@ -219,6 +219,7 @@ void add(CLI::App& app, int& rc) {
   cmd->add_option("--kv-type", o->kv_type, "KV cache element type: f32 | f16")->capture_default_str();
   cmd->add_flag("--json", o->json, "one JSON record per test (llama-bench's field names)");
   cmd->callback([o, &rc] {
+    warn_threads("bench", o->threads);
     if (auto s = bench(*o); !s) rc = fail("bench", s.error());
   });
 }

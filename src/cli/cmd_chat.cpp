@@ -83,6 +83,7 @@ void add(CLI::App& app, int& rc) {
   cmd->add_option("--kv-type", o->kv_type, "KV cache element type: f32 | f16 (half the memory)")->capture_default_str();
   cmd->add_option("--max-memory", o->max_memory, "refuse a model that needs more (e.g. 8GiB; default: the memory available)");
   cmd->callback([o, &rc] {
+    warn_threads("chat", o->threads);
     if (auto s = chat(*o); !s) rc = fail("chat", s.error());
   });
 }

@@ -186,6 +186,7 @@ void add(CLI::App& app, int& rc) {
   cmd->add_flag("--no-flash-attn", o->no_fa, "with --tokens: attention as MUL_MAT + SOFT_MAX instead of FLASH_ATTN_EXT");
   cmd->add_flag("--timing", o->timing, "with --tokens: print the time taken on stderr");
   cmd->callback([o, &rc] {
+    warn_threads("run", o->threads);
     if (o->prompt.empty() == o->tokens.empty()) {
       rc = fail("run", make_error(o->prompt.empty() ? "no prompt" : "both -p and --tokens given",
                                   "pass either -p TEXT or --tokens 1,2,3"));

@@ -151,7 +151,10 @@ void add(CLI::App& app, int& rc) {
   cmd->add_option("--shutdown-timeout", o->shutdown_timeout, "seconds SIGTERM waits for running requests")->capture_default_str()->check(CLI::Range(0, 3600));
   cmd->add_option("--max-memory", o->max_memory, "refuse a model + KV cache that needs more (e.g. 8GiB; default: the memory available)");
   cmd->add_option("--executor", o->executor, "cpu | ref")->check(CLI::IsMember({"cpu", "ref"}))->capture_default_str();
-  cmd->callback([o, &rc] { rc = serve(*o); });
+  cmd->callback([o, &rc] {
+    warn_threads("serve", o->threads);
+    rc = serve(*o);
+  });
 }
 
 }  // namespace

@@ -15,6 +15,9 @@ bool register_command(const char* name, AddCommand add);
 
 // Print "ggflow <cmd>: <error>" on stderr and return the exit code to use (1).
 int fail(const std::string& cmd, const Error& e);
+// -t above the machine's cores works but is slow (the threads of one step wait on each other's
+// cores): say so on stderr, once per command, with the count to use.
+void warn_threads(const std::string& cmd, int threads);
 
 }  // namespace ggflow::cli
 

@@ -1,5 +1,6 @@
 #include <cstdio>
 #include <map>
+#include <thread>
 
 #include "cli/commands.h"
 
@@ -18,6 +19,15 @@ bool register_command(const char* name, AddCommand add) {
 int fail(const std::string& cmd, const Error& e) {
   std::fprintf(stderr, "ggflow %s: %s\n", cmd.c_str(), e.str().c_str());
   return 1;
+}
+
+void warn_threads(const std::string& cmd, int threads) {
+  const unsigned cores = std::thread::hardware_concurrency();
+  if (cores == 0 || threads <= static_cast<int>(cores)) return;
+  std::fprintf(stderr,
+               "ggflow %s: warning: -t %d is more threads than this machine's %u cores; each step then waits on "
+               "threads sharing a core (decode about 3x slower than -t %u) (hint: -t %u or fewer)\n",
+               cmd.c_str(), threads, cores, cores, cores);
 }
 
 }  // namespace ggflow::cli

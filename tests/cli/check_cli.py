@@ -185,6 +185,12 @@ def run_and_chat(ggflow, root, shared):
               "run --kv-type f32|f16: the three layouts choose the same greedy ids")
         r = run(ggflow, "run", "-m", stories, "-p", "Once", "--kv-type", "f16", "--no-flash-attn")
         check(r.returncode == 1 and b"flash attention" in r.stderr, "run --kv-type f16 --no-flash-attn: clear error")
+        cores = os.cpu_count() or 1
+        over = run(ggflow, "run", "-m", stories, "--tokens", "1,403,9,33", "-n", "8", "-t", str(cores + 1))
+        fit = run(ggflow, "run", "-m", stories, "--tokens", "1,403,9,33", "-n", "8", "-t", str(cores))
+        check(over.returncode == 0 and over.stdout == fit.stdout and b"more threads than" in over.stderr
+              and f"-t {cores} or fewer".encode() in over.stderr and b"more threads than" not in fit.stderr,
+              f"run -t {cores + 1} on {cores} cores: the same ids, and a warning naming -t {cores}")
         r = run(ggflow, "run", "-m", stories, "-p", "Once", "--chat")
         check(r.returncode == 1 and b"no chat template" in r.stderr, "run --chat without a template: clear error")
         r = run(ggflow, "run", "-m", stories, "-p", "Once", "--temperature", "-1")
