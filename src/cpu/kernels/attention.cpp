@@ -244,20 +244,14 @@ Status attention_rows(Isa isa, const KvCache& c, const AttentionBatch& b, int64_
     const int64_t pos = b.positions[t];
     if (pos < 0) return make_error("attention: token " + std::to_string(t) + " has negative position " + std::to_string(pos));
     if (rows_of(v) == 0) continue;  // an empty part
-    const AttentionQuery a = query(t, v);
-    if (auto pl = plan(c, a, scratch_floats); !pl)
+    if (auto pl = plan(c, query(t, v), scratch_floats); !pl)
       return make_error("token " + std::to_string(t) + ": " + pl.error().what, pl.error().hint);
-    if (b.k_new) {
-      auto seq_of = [&](int64_t u) { return b.seq ? b.seq[u] : 0; };
-      if ((t > 0 && seq_of(t - 1) == s) || (t + 1 < b.tokens && seq_of(t + 1) == s))
-        return make_error("attention: token " + std::to_string(t) + " is not its sequence's only token; new rows are written in the batch only when each sequence has one",
-                          "write the rows with kv_write first");
-      if (pos >= a.table_len * kKvBlock || a.block_table[pos / kKvBlock] < 0 || a.block_table[pos / kKvBlock] >= c.num_blocks)
-        return make_error("attention: token " + std::to_string(t) + "'s new row at position " + std::to_string(pos) +
-                          " has no block in its table");
-    }
+    auto seq_of = [&](int64_t u) { return b.seq ? b.seq[u] : 0; };
+    if (b.k_new && ((t > 0 && seq_of(t - 1) == s) || (t + 1 < b.tokens && seq_of(t + 1) == s)))
+      return make_error("attention: token " + std::to_string(t) + " is not its sequence's only token; new rows are written in the batch only when each sequence has one",
+                        "write the rows with kv_write first");
   }
-  // item (t, v)'s new rows, when the batch brings them (checked above)
+  // item (t, v)'s new rows, when the batch brings them (the block of position pos is checked by plan)
   auto write_rows = [&](int64_t t, int64_t v) {
     if (!b.k_new) return;
     const AttentionQuery a = query(t, v);

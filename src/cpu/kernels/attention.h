@@ -77,6 +77,12 @@ struct KvCache {
   int64_t at(bool is_k, int64_t block, int64_t kvh, int64_t slot) const {
     return ((block * kv_heads + kvh) * kKvBlock + slot) * row(is_k);
   }
+  // The same row's first byte, and the bytes of n rows, whatever the element type.
+  const char* bytes_at(bool is_k, int64_t block, int64_t kvh, int64_t slot) const {
+    const int64_t i = at(is_k, block, kvh, slot);
+    return half() ? reinterpret_cast<const char*>((is_k ? k16 : v16) + i) : reinterpret_cast<const char*>((is_k ? k : v) + i);
+  }
+  int64_t rows_bytes(bool is_k, int64_t n) const { return n * row(is_k) * (half() ? 2 : 4); }
 };
 // Head and value sizes an f16 cache takes (a chunk of K and a block of V are converted on the stack).
 inline constexpr int64_t kMaxHalfRow = 512;
@@ -197,16 +203,18 @@ inline const float* cache_rows(Isa isa, const KvCache& c, bool is_k, int64_t blo
   from_f16_quiet(isa, (is_k ? c.k16 : c.v16) + at, n * c.row(is_k), buf);
   return buf;
 }
-// Prefetches rows [slot, slot + n) of kv head kvh in cache block `block` (K: is_k, else V), when
-// the block id is inside the cache: the SIMD tiles fetch the next K chunk and V block while this one
-// computes (a decode step finds the cache in DRAM, the weights having streamed through the caches).
+// Prefetches rows [slot, slot + n) of kv head kvh in cache block `block` (K: is_k, else V) towards
+// L1 (Hint 3) or L2 (Hint 1).
+template <int Hint>
+inline void prefetch_rows_hint(const KvCache& c, bool is_k, int64_t block, int64_t kvh, int64_t slot, int64_t n) {
+  const char* p = c.bytes_at(is_k, block, kvh, slot);
+  for (int64_t i = 0, bytes = c.rows_bytes(is_k, n); i < bytes; i += 64) __builtin_prefetch(p + i, 0, Hint);
+}
+// The SIMD tiles fetch the next K chunk and V block (into L1) while this one computes (a decode step
+// finds the cache in DRAM, the weights having streamed through the caches), when the block id is
+// inside the cache.
 inline void prefetch_rows(const KvCache& c, bool is_k, int64_t block, int64_t kvh, int64_t slot, int64_t n) {
-  if (block < 0 || block >= c.num_blocks) return;
-  const int64_t at = c.at(is_k, block, kvh, slot);
-  const char* p = c.half() ? reinterpret_cast<const char*>((is_k ? c.k16 : c.v16) + at)
-                           : reinterpret_cast<const char*>((is_k ? c.k : c.v) + at);
-  const int64_t bytes = n * c.row(is_k) * (c.half() ? 2 : 4);
-  for (int64_t i = 0; i < bytes; i += 64) __builtin_prefetch(p + i, 0, 3);
+  if (block >= 0 && block < c.num_blocks) prefetch_rows_hint<3>(c, is_k, block, kvh, slot, n);
 }
 // Prefetches every K and V row a checked query reads, towards L2 (prefetcht2): attention_rows
 // issues it for the next tile before running one, so that a decode batch's next (sequence, kv
@@ -215,15 +223,8 @@ inline void prefetch_rows(const KvCache& c, bool is_k, int64_t block, int64_t kv
 inline void prefetch_query(const KvCache& c, const AttentionQuery& a) {
   const int64_t lo = a.window > 0 ? std::max<int64_t>(0, a.n_keys - a.window) : 0;
   for (int64_t p0 = lo / kKvBlock * kKvBlock; p0 < a.n_keys; p0 += kKvBlock) {
-    const int64_t block = a.block_table[p0 / kKvBlock];
     const int64_t s0 = std::max(lo, p0) - p0, s1 = std::min(a.n_keys, p0 + kKvBlock) - p0;
-    for (bool is_k : {true, false}) {
-      const int64_t at = c.at(is_k, block, a.kv_head, s0);
-      const char* p = c.half() ? reinterpret_cast<const char*>((is_k ? c.k16 : c.v16) + at)
-                               : reinterpret_cast<const char*>((is_k ? c.k : c.v) + at);
-      const int64_t bytes = (s1 - s0) * c.row(is_k) * (c.half() ? 2 : 4);
-      for (int64_t i = 0; i < bytes; i += 64) __builtin_prefetch(p + i, 0, 1);
-    }
+    for (bool is_k : {true, false}) prefetch_rows_hint<1>(c, is_k, a.block_table[p0 / kKvBlock], a.kv_head, s0, s1 - s0);
   }
 }
 void attention_tile_avx2(const KvCache& c, const AttnTile& t);

@@ -33,7 +33,7 @@ struct PQ8_0 { static constexpr int bs = 34, fields = 1, chunks = 8, zp = 128; s
 // operand ({1to16}), one fused uop where set1 + vpdpbusd are two (GCC does not fold it): fewer
 // uops per block leave the out-of-order window room for more weight loads in flight.
 inline __m512i dpbusd_bcast(__m512i isum, __m512i w, const uint8_t* p) {
-#if defined(__GNUC__) && !defined(GGFLOW_NO_INLINE_ASM)
+#if defined(__GNUC__)
   asm("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(isum) : "v"(w), "m"(*reinterpret_cast<const int32_t*>(p)));
   return isum;
 #else
