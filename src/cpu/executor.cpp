@@ -171,6 +171,15 @@ Status Executor::Impl::compile(const ir::Model& m) {
     for (size_t o = 0; o < std::max<size_t>(1, steps[i].node->n_outputs()); ++o) producer[steps[i].out + o] = i;
   }
   for (uint32_t v : result_vals) last[v] = static_cast<uint32_t>(steps.size());  // results outlive the run
+  // Each PagedAttention step learns the parameters holding the next one's caches (when they are
+  // parameters): it queues their rows for prefetching beside the matmuls in between.
+  for (size_t i = 0, prev = steps.size(); i < steps.size(); ++i) {
+    if (steps[i].kind != Kind::paged_attention || steps[i].in.size() < 5) continue;
+    const Step &pk = steps[producer[steps[i].in[3]]], &pv = steps[producer[steps[i].in[4]]];
+    if (prev < steps.size() && pk.kind == Kind::param && pv.kind == Kind::param)
+      steps[prev].next_kv_params[0] = pk.param, steps[prev].next_kv_params[1] = pv.param;
+    prev = i;
+  }
   for (int64_t i = static_cast<int64_t>(steps.size()) - 1; i >= 0; --i) {
     const Step& s = steps[i];
     if (!is_view_kind(s.kind)) continue;
@@ -472,6 +481,7 @@ std::string Executor::Impl::profile_key(const Step& s) const {
 
 Result<std::vector<ir::Tensor>> Executor::Impl::run(std::span<const ir::Tensor> params, std::vector<ir::Tensor>* state,
                                                     std::span<const uint8_t> writable) {
+  run_params = params;
   if (params.size() != model->parameters().size())
     return make_error("run: got " + std::to_string(params.size()) + " parameter values, the model has " +
                       std::to_string(model->parameters().size()));

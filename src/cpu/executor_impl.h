@@ -3,6 +3,7 @@
 #pragma once
 
 #include <map>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -45,6 +46,7 @@ struct Step {
   std::shared_ptr<const PackedWeight> packed;
   int group = -1;            // matmul: its MatmulGroup, if any
   int act = 0;               // glu: the cpu::Act of the fused activation
+  int next_kv_params[2] = {-1, -1};  // paged_attention: the next one's K and V cache parameters, if any
   bool fell_back = false;    // the last run used the reference kernel
 };
 
@@ -87,6 +89,7 @@ struct Executor::Impl {
   std::vector<RopeTables> rope_tables;
   std::vector<MatmulGroup> groups;
   uint64_t run_count = 0;
+  std::span<const ir::Tensor> run_params;  // the parameters of the run in progress
   int64_t fallbacks = 0;
   std::map<std::string, int64_t> fallback_ops;
   // GGFLOW_PROFILE=1: seconds and calls per op (native or fallback), printed when the executor ends;

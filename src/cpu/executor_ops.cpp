@@ -473,9 +473,23 @@ Status Executor::Impl::paged_attention(Step& s, bool* done) {
     while (i < items && (acc < target || p == parts)) acc += pos[i / per_token] + 1, ++i;
     bounds[p] = i;
   }
+  // The next PagedAttention step reads the same rows of its own caches (same batch, same tables):
+  // each thread queues its items' rows there, for the matmuls in between to prefetch (side_prefetch.h).
+  KvCache next;
+  if (s.next_kv_params[0] >= 0 && static_cast<size_t>(std::max(s.next_kv_params[0], s.next_kv_params[1])) < run_params.size()) {
+    const Val nk = exec::view_of(run_params[size_t(s.next_kv_params[0])]), nv = exec::view_of(run_params[size_t(s.next_kv_params[1])]);
+    if (nk.type == kc.type && nv.type == vc.type && nk.rank == 4 && nv.rank == 4 && nk.contiguous() && nv.contiguous() &&
+        std::equal(nk.shape, nk.shape + 4, kc.shape) && std::equal(nv.shape, nv.shape + 4, vc.shape))
+      next = KvCache{half ? nullptr : nk.as<float>(), half ? nullptr : nv.as<float>(), NB, Hk, S, Sv,
+                     half ? nk.as<uint16_t>() : nullptr, half ? nv.as<uint16_t>() : nullptr};
+  }
   pool->parallel_for(parts, 1, [&](int64_t b, int64_t e, int t) {
     for (int64_t p = b; p < e; ++p)
       if (bounds[p] < bounds[p + 1]) err.note(attention_rows(isa, cache, ab, bounds[p], bounds[p + 1], scr + t * per, per));
+    if (next.num_blocks == 0) return;
+    SidePrefetch& q = side_prefetch();
+    q.clear();
+    for (int64_t p = b; p < e; ++p) queue_rows(next, ab, bounds[p], bounds[p + 1], q);
   });
   if (err.set) return make_error(n.describe() + ": " + err.status.error().what);
   Val kout = kc, vout = vc;

@@ -406,6 +406,59 @@ TEST(KernelsAttention, DecodeBatchWritesItsRows) {
   }
 }
 
+// queue_rows (side prefetch of the next layer's rows): exactly the K and V rows each (token, kv
+// head) reads, once per pair whatever its row parts, a window's first keys left out, and nothing
+// for a block id outside the cache or a sequence outside the batch; side_prefetch_step issues
+// each queued line once.
+TEST(KernelsAttention, QueueRowsQueuesWhatTheItemsRead) {
+  const int64_t S = 64, kv_heads = 3, blocks = 12;
+  std::vector<float> k(blocks * kv_heads * kKvBlock * S), v(k.size());
+  const KvCache c{k.data(), v.data(), blocks, kv_heads, S, S};
+  const std::vector<int32_t> block_indices = {3, 7, 0, /* 1 */ 5, /* 2 */ 99};  // 99: outside the cache
+  const std::vector<int32_t> block_begins = {0, 3, 4, 5};
+  const std::vector<int32_t> seq = {0, 1, 2, 5}, positions = {64, 17, 3, 0};  // sequence 5: outside the batch
+  AttentionBatch b;
+  b.tokens = 4, b.q_heads = 9, b.positions = positions.data(), b.seq = seq.data();
+  b.block_indices = block_indices.data(), b.block_begins = block_begins.data(), b.n_seqs = 3;
+  using Ranges = std::vector<std::pair<const char*, int64_t>>;
+  const auto queued = [](const SidePrefetch& q) {
+    Ranges r;
+    for (int i = 0; i < q.count; ++i) r.emplace_back(q.ranges[i].p, q.ranges[i].bytes);
+    return r;
+  };
+  const auto rows = [&](int64_t block, int64_t kvh, int64_t s0, int64_t s1, Ranges* r) {
+    for (bool is_k : {true, false}) r->emplace_back(c.bytes_at(is_k, block, kvh, s0), c.rows_bytes(is_k, s1 - s0));
+  };
+  for (int64_t parts : {1, 3}) {
+    b.row_parts = parts;
+    SidePrefetch q;
+    queue_rows(c, b, 0, attention_items(c, b), q);
+    Ranges want;
+    for (int64_t kvh = 0; kvh < kv_heads; ++kvh) rows(3, kvh, 0, 32, &want), rows(7, kvh, 0, 32, &want), rows(0, kvh, 0, 1, &want);
+    for (int64_t kvh = 0; kvh < kv_heads; ++kvh) rows(5, kvh, 0, 18, &want);
+    tally.check(queued(q) == want, "queue_rows: row parts " + std::to_string(parts) + " queue other rows than the items read");
+  }
+  {  // a window of 40 keys at position 64: keys 25..64
+    b.row_parts = 1, b.window = 40;
+    SidePrefetch q;
+    queue_rows(c, b, 0, 1, q);  // token 0, kv head 0
+    Ranges want;
+    rows(3, 0, 25, 32, &want), rows(7, 0, 0, 32, &want), rows(0, 0, 0, 1, &want);
+    tally.check(queued(q) == want, "queue_rows: a window's rows");
+    int64_t lines = 0, bytes = 0;
+    for (const auto& r : want) bytes += (r.second + 63) / 64;
+    while (!q.empty()) side_prefetch_step(q, 3), lines += 3;
+    tally.check(lines >= bytes && lines < bytes + 3, "side_prefetch_step: " + std::to_string(lines) + " lines issued for " +
+                                                         std::to_string(bytes) + " queued");
+    b.window = 0;
+  }
+  SidePrefetch full;
+  for (int i = 0; i < SidePrefetch::kMaxRanges + 5; ++i) full.add(k.data(), 64);
+  tally.check(full.count == SidePrefetch::kMaxRanges, "SidePrefetch keeps at most kMaxRanges");
+  full.clear();
+  tally.check(full.empty() && full.count == 0, "SidePrefetch::clear empties the queue");
+}
+
 // A prefill batch (the PagedAttention case with many tokens per sequence): seq 0 new at positions
 // 0..69, seq 1 at 12..56 after 12 cached; attention_rows tiles consecutive tokens of a sequence.
 TEST(KernelsAttention, PrefillBatch) {

@@ -58,6 +58,7 @@
 #include "base/result.h"
 #include "cpu/isa.h"
 #include "cpu/kernels/convert.h"
+#include "cpu/kernels/side_prefetch.h"
 
 namespace ggflow::cpu {
 
@@ -168,6 +169,11 @@ int64_t attention_rows_scratch_floats(const KvCache& c, const AttentionBatch& b,
 // every item is checked before anything is written.
 Status attention_rows(Isa isa, const KvCache& cache, const AttentionBatch& b, int64_t i0, int64_t i1, float* scratch,
                       int64_t scratch_floats);
+
+// Queues (side_prefetch.h) every K/V row items [i0, i1) of batch b read in cache c, once per
+// (token, kv head): the next layer's attention step reads the same rows of its own cache. Items
+// whose sequence or blocks fall outside the batch or the cache are skipped.
+void queue_rows(const KvCache& c, const AttentionBatch& b, int64_t i0, int64_t i1, SidePrefetch& q);
 
 // Writes one token's k [kv_heads * head_size] and v [kv_heads * v_size] rows at position `pos`;
 // into an f16 cache rounded as gguf::f32_to_f16 (NaN -> sign | 0x7E00), on every ISA bit for bit.
