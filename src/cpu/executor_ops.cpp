@@ -474,9 +474,10 @@ Status Executor::Impl::paged_attention(Step& s, bool* done) {
     bounds[p] = i;
   }
   // The next PagedAttention step reads the same rows of its own caches (same batch, same tables):
-  // each thread queues its items' rows there, for the matmuls in between to prefetch (side_prefetch.h).
+  // in a decode batch each thread queues its items' rows there, for the matmuls in between to
+  // prefetch (side_prefetch.h; a prefill's tokens read overlapping rows, and its matmuls are long).
   KvCache next;
-  if (s.next_kv_params[0] >= 0 && static_cast<size_t>(std::max(s.next_kv_params[0], s.next_kv_params[1])) < run_params.size()) {
+  if (decode && s.next_kv_params[0] >= 0 && static_cast<size_t>(std::max(s.next_kv_params[0], s.next_kv_params[1])) < run_params.size()) {
     const Val nk = exec::view_of(run_params[size_t(s.next_kv_params[0])]), nv = exec::view_of(run_params[size_t(s.next_kv_params[1])]);
     if (nk.type == kc.type && nv.type == vc.type && nk.rank == 4 && nv.rank == 4 && nk.contiguous() && nv.contiguous() &&
         std::equal(nk.shape, nk.shape + 4, kc.shape) && std::equal(nv.shape, nv.shape + 4, vc.shape))
