@@ -4,7 +4,7 @@ JOBS    ?= 2
 MODEL   ?= models/smollm2-135m-instruct-q4_1.gguf
 PROMPT  ?= What is the capital of France? Answer in one sentence.
 FUZZ_SECONDS ?= 60
-FUZZ_TEST_SECONDS ?= 20
+FUZZ_TEST_SECONDS ?= 10
 
 .PHONY: all setup build run serve test test-asan test-tsan fuzz clean
 all: build

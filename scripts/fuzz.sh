@@ -13,7 +13,7 @@
 # Each file in fuzz/ says what its target checks.
 #
 # Environment:
-#   FUZZ_SECONDS  seconds per target (default 60; `make test` passes FUZZ_TEST_SECONDS, 20)
+#   FUZZ_SECONDS  seconds per target (default 60; `make test` passes FUZZ_TEST_SECONDS, 10)
 #   FUZZ_TARGETS  targets to run, e.g. "jinja chat" (default: all of the above)
 #   FUZZ_JOBS     parallel compile jobs (default 2)
 #   FUZZ_TIMEOUT  seconds one input may take before it counts as a hang (default 20)
