@@ -208,14 +208,12 @@ void queue_rows(const KvCache& c, const AttentionBatch& b, int64_t i0, int64_t i
     if (i % P != 0 && i != i0) continue;  // the other parts of a (token, kv head) read the same rows
     const int64_t t = i / (c.kv_heads * P), kvh = i / P % c.kv_heads, s = b.seq ? b.seq[t] : 0;
     if (s < 0 || s >= b.n_seqs) continue;
-    const int32_t* table = b.block_indices + b.block_begins[s];
-    const int64_t len = b.block_begins[s + 1] - b.block_begins[s], n_keys = static_cast<int64_t>(b.positions[t]) + 1;
-    const int64_t lo = b.window > 0 ? std::max<int64_t>(0, n_keys - b.window) : 0;
-    for (int64_t p0 = lo / kKvBlock * kKvBlock; p0 < n_keys && p0 / kKvBlock < len; p0 += kKvBlock) {
-      const int64_t block = table[p0 / kKvBlock], s0 = std::max(lo, p0) - p0, s1 = std::min(n_keys, p0 + kKvBlock) - p0;
-      if (block < 0 || block >= c.num_blocks) continue;
-      for (bool is_k : {true, false}) q.add(c.bytes_at(is_k, block, kvh, s0), c.rows_bytes(is_k, s1 - s0));
-    }
+    const int64_t len = b.block_begins[s + 1] - b.block_begins[s];  // keys beyond the table: not queued
+    const int64_t n_keys = std::min<int64_t>(static_cast<int64_t>(b.positions[t]) + 1, len * kKvBlock);
+    detail::for_each_block_rows(b.block_indices + b.block_begins[s], n_keys, b.window, [&](int64_t block, int64_t s0, int64_t n) {
+      if (block < 0 || block >= c.num_blocks) return;
+      for (bool is_k : {true, false}) q.add(c.bytes_at(is_k, block, kvh, s0), c.rows_bytes(is_k, n));
+    });
   }
 }
 

@@ -222,16 +222,24 @@ inline void prefetch_rows_hint(const KvCache& c, bool is_k, int64_t block, int64
 inline void prefetch_rows(const KvCache& c, bool is_k, int64_t block, int64_t kvh, int64_t slot, int64_t n) {
   if (block >= 0 && block < c.num_blocks) prefetch_rows_hint<3>(c, is_k, block, kvh, slot, n);
 }
+// The rows a query of n_keys keys (window as AttentionQuery::window) reads, block by block: f(block
+// id from the table, first slot, slot count). The one place this range is walked outside the kernels.
+template <class F>
+inline void for_each_block_rows(const int32_t* table, int64_t n_keys, int64_t window, F&& f) {
+  const int64_t lo = window > 0 ? std::max<int64_t>(0, n_keys - window) : 0;
+  for (int64_t p0 = lo / kKvBlock * kKvBlock; p0 < n_keys; p0 += kKvBlock) {
+    const int64_t s0 = std::max(lo, p0) - p0, s1 = std::min(n_keys, p0 + kKvBlock) - p0;
+    f(static_cast<int64_t>(table[p0 / kKvBlock]), s0, s1 - s0);
+  }
+}
 // Prefetches every K and V row a checked query reads, towards L2 (prefetcht2): attention_rows
 // issues it for the next tile before running one, so that a decode batch's next (sequence, kv
 // head) streams in while this one computes (one core's demand misses alone reach about a third of
 // what its caches' bandwidth allows; measured in docs/BENCHMARKS.md).
 inline void prefetch_query(const KvCache& c, const AttentionQuery& a) {
-  const int64_t lo = a.window > 0 ? std::max<int64_t>(0, a.n_keys - a.window) : 0;
-  for (int64_t p0 = lo / kKvBlock * kKvBlock; p0 < a.n_keys; p0 += kKvBlock) {
-    const int64_t s0 = std::max(lo, p0) - p0, s1 = std::min(a.n_keys, p0 + kKvBlock) - p0;
-    for (bool is_k : {true, false}) prefetch_rows_hint<1>(c, is_k, a.block_table[p0 / kKvBlock], a.kv_head, s0, s1 - s0);
-  }
+  for_each_block_rows(a.block_table, a.n_keys, a.window, [&](int64_t block, int64_t s0, int64_t n) {
+    for (bool is_k : {true, false}) prefetch_rows_hint<1>(c, is_k, block, a.kv_head, s0, n);
+  });
 }
 void attention_tile_avx2(const KvCache& c, const AttnTile& t);
 void attention_tile_avx512(const KvCache& c, const AttnTile& t);
