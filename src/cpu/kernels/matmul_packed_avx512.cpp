@@ -66,12 +66,17 @@ struct Prefetch {
   }
 };
 
+// Every loop over a tile's tokens is unrolled: left as loops, GCC turns acc's zeroing into a
+// memset, keeps acc[] on the stack and stores all of it after every block (8 stores per block);
+// unrolled, acc[] and isum[] stay in registers (hot, Q4_1 8 tokens: 168 -> 182 GMAC/s).
+#define TOKENS_UNROLLED _Pragma("GCC unroll 8")
+
 template <class Tr, int TT>
 void tile(const uint8_t* G, int64_t nb, const uint8_t* X, size_t xrb, float* C, int64_t ldc, __mmask16 mask,
           Prefetch pf) {
   constexpr size_t gbs = 16 * Tr::bs;
   __m512 acc[TT];
-  for (int t = 0; t < TT; ++t) acc[t] = _mm512_setzero_ps();
+  TOKENS_UNROLLED for (int t = 0; t < TT; ++t) acc[t] = _mm512_setzero_ps();
   const __m512i m4 = _mm512_set1_epi8(0x0F), x80 = _mm512_set1_epi8(static_cast<char>(0x80));
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* p = G + b * gbs;
@@ -107,21 +112,23 @@ void tile(const uint8_t* G, int64_t nb, const uint8_t* X, size_t xrb, float* C, 
     // Activation block b of token t at a0 + t*xrb: {da, sa, sum(qa), -, qa[32]} (quant_act.h).
     const uint8_t* a0 = X + b * sizeof(BlockQA32);
     __m512i isum[TT];
-    for (int t = 0; t < TT; ++t) {
+    TOKENS_UNROLLED for (int t = 0; t < TT; ++t) {
       int32_t sum;
       std::memcpy(&sum, a0 + t * xrb + 8, 4);
       isum[t] = Tr::zp ? _mm512_set1_epi32(-Tr::zp * sum) : _mm512_setzero_si512();
     }
     for (int i = 0; i < 8; ++i)
-      for (int t = 0; t < TT; ++t) isum[t] = dpbusd_bcast(isum[t], w[i], a0 + t * xrb + 16 + 4 * i);
-    for (int t = 0; t < TT; ++t) {
+      TOKENS_UNROLLED for (int t = 0; t < TT; ++t) isum[t] = dpbusd_bcast(isum[t], w[i], a0 + t * xrb + 16 + 4 * i);
+    TOKENS_UNROLLED for (int t = 0; t < TT; ++t) {
       const uint8_t* a = a0 + t * xrb;
       acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(DW, _mm512_set1_ps(ldf(a))), _mm512_cvtepi32_ps(isum[t]), acc[t]);
       if constexpr (Tr::min) acc[t] = _mm512_fmadd_ps(MW, _mm512_set1_ps(ldf(a + 4)), acc[t]);
     }
   }
-  for (int t = 0; t < TT; ++t) _mm512_mask_storeu_ps(C + t * ldc, mask, acc[t]);
+  TOKENS_UNROLLED for (int t = 0; t < TT; ++t) _mm512_mask_storeu_ps(C + t * ldc, mask, acc[t]);
 }
+
+#undef TOKENS_UNROLLED
 
 template <class Tr>
 void gemm(const uint8_t* P, int64_t K, const uint8_t* X, size_t xrb, int64_t T, float* C, int64_t ldc,
