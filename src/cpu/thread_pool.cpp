@@ -8,7 +8,7 @@ ThreadPool::ThreadPool(int threads)
     : n_(std::max(1, threads)),
       // More threads than cores: a spinning worker would hold the core another one needs to finish
       // its part; sleep at once instead (the caller yields while it waits, either way).
-      spin_(n_ > static_cast<int>(std::max(1u, std::thread::hardware_concurrency())) ? 0 : kSpin) {
+      spin_(n_ <= static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))) {
   for (int i = 1; i < n_; ++i) threads_.emplace_back([this, i] { worker(i); });
 }
 
@@ -58,11 +58,15 @@ void ThreadPool::worker(int index) {
   for (;;) {
     // Spin a while for the next job (steps follow each other closely), then sleep.
     uint64_t g = generation_.load(std::memory_order_acquire);
-    for (int spin = 0; g == seen && spin < spin_; ++spin) {
+    if (g == seen && spin_) {
+      const auto until = std::chrono::steady_clock::now() + kSpinTime;
+      for (int spin = 1; g == seen; ++spin) {
 #if defined(__x86_64__)
-      __builtin_ia32_pause();
+        __builtin_ia32_pause();
 #endif
-      g = generation_.load(std::memory_order_acquire);
+        g = generation_.load(std::memory_order_acquire);
+        if (spin % 256 == 0 && std::chrono::steady_clock::now() >= until) break;
+      }
     }
     if (g == seen) {
       std::unique_lock<std::mutex> lock(mu_);

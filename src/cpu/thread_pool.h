@@ -1,11 +1,12 @@
 // A fixed pool of threads for the CPU executor: created once (n - 1 workers; the calling thread is
-// the n-th), no thread is created per step. Between jobs a worker spins a little, then sleeps on a
+// the n-th), no thread is created per step. Between jobs a worker spins (kSpinTime), then sleeps on a
 // condition variable. A job is a range [0, n) split statically into one contiguous part per
 // thread; kernels split only over outputs (rows, heads, tokens), so a part's results do not
 // depend on the split and the thread count never changes a bit.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
@@ -40,8 +41,12 @@ class ThreadPool {
   void part(int index, int64_t* b, int64_t* e) const;
 
   int n_;
-  static constexpr int kSpin = 20000;  // pauses a worker spins for the next job before it sleeps
-  int spin_;                           // kSpin, or 0 with more threads than cores
+  // How long a worker spins for the next job before it sleeps. Long enough to span the serial work
+  // between two decode steps (sampling, scheduling: up to ~2.5 ms at 8 sequences): waking a sleeping
+  // worker costs far more than the spin on a VM (about 0.8 ms per step at 8 sequences here, where
+  // 20000 pauses, 0.24 ms, let the worker sleep once per step; docs/BENCHMARKS.md, seventh session).
+  static constexpr std::chrono::microseconds kSpinTime{5000};
+  bool spin_;  // false with more threads than cores: sleep at once
   std::vector<std::thread> threads_;
   std::mutex mu_;
   std::condition_variable cv_;

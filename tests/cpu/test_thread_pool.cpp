@@ -40,15 +40,17 @@ TEST(ThreadPool, EachIndexOnceInContiguousGrainAlignedParts) {
 }
 
 TEST(ThreadPool, ManyJobsBackToBackWithResultsVisibleAfterReturn) {
-  ThreadPool pool(3);
-  std::vector<int64_t> data(4096, 0);
-  for (int job = 0; job < 2000; ++job) {
-    pool.parallel_for(int64_t(data.size()), 16, [&](int64_t b, int64_t e, int) {
-      for (int64_t i = b; i < e; ++i) data[size_t(i)] += i;
-    });
-    if (job % 500 == 499) std::this_thread::sleep_for(std::chrono::milliseconds(5));  // let the workers fall asleep
+  for (int threads : {2, 3}) {  // on 2 cores: workers that spin (5 ms) before sleeping, and ones that sleep at once
+    ThreadPool pool(threads);
+    std::vector<int64_t> data(4096, 0);
+    for (int job = 0; job < 2000; ++job) {
+      pool.parallel_for(int64_t(data.size()), 16, [&](int64_t b, int64_t e, int) {
+        for (int64_t i = b; i < e; ++i) data[size_t(i)] += i;
+      });
+      if (job % 500 == 499) std::this_thread::sleep_for(std::chrono::milliseconds(20));  // past the spin: workers sleep
+    }
+    for (size_t i = 0; i < data.size(); ++i) ASSERT_EQ(data[i], int64_t(i) * 2000) << threads << " threads";
   }
-  for (size_t i = 0; i < data.size(); ++i) ASSERT_EQ(data[i], int64_t(i) * 2000);
 }
 
 TEST(ThreadPool, CreatedAndDestroyedRepeatedly) {
