@@ -229,15 +229,84 @@ void barrier_bench() {
   }
 }
 
+// The matmuls of SmolLM2's 30 decode layers at T tokens (Q4_1: Q/K/V as one 960-row job, o, gate/up
+// as one 3072-row job, down), each layer its own packed weights (66 MiB in all, as in the model) in
+// one huge-page arena, activations quantized before each job as the executor does, over a
+// ThreadPool of 1 and 2 threads: what the layers' matmuls of a decode step cost without the rest of
+// the step (attention, norms, the head), to set beside `GGFLOW_PROFILE=2 ggflow bench`.
+void layers_bench(int64_t T) {
+  const GgmlType t = GgmlType::Q4_1;
+  const Isa isa = best_isa();
+  struct Shape {
+    const char* name;
+    int64_t N, K;
+  };
+  const Shape shapes[4] = {{"qkv", 960, 576}, {"o", 576, 576}, {"gate/up", 3072, 576}, {"down", 576, 1536}};
+  constexpr int kLayers = 30, kReps = 8;
+  auto stride = [&](const Shape& sh) { return (packed_bytes(t, sh.N, sh.K) + 4095) / 4096 * 4096; };
+  size_t bytes = 0;
+  for (const Shape& sh : shapes) bytes += stride(sh);
+  const size_t huge = size_t{2} << 20, arena_bytes = (bytes * kLayers + huge - 1) / huge * huge;
+  uint8_t* arena = static_cast<uint8_t*>(std::aligned_alloc(huge, arena_bytes));
+  if (!arena) std::exit(1);
+  madvise(arena, arena_bytes, MADV_HUGEPAGE);
+  std::vector<const uint8_t*> W;  // [layer * 4 + shape]
+  for (size_t l = 0, off = 0; l < kLayers; ++l)
+    for (const Shape& sh : shapes) {
+      const std::vector<uint8_t> w = make_weights(t, sh.N, sh.K);
+      pack_groups(t, w.data(), w.size() / sh.N, sh.N, sh.K, arena + off, 0, (sh.N + kPackRows - 1) / kPackRows);
+      W.push_back(arena + off);
+      off += stride(sh);
+    }
+  std::vector<float> x(T * 1536), c(T * 3072);  // [T, K] activations, [T, N] outputs
+  std::mt19937 rng(3);
+  std::normal_distribution<float> nd;
+  for (float& v : x) v = nd(rng);
+  std::vector<uint8_t> xq(quant_act_row_bytes(t, 1536) * T);
+  for (int threads : {1, 2}) {
+    ThreadPool pool(threads);
+    double best = 1e30, job_s[4] = {0, 0, 0, 0}, mac = 0;
+    for (int rep = 0; rep < kReps; ++rep) {
+      const auto t0 = Clock::now();
+      mac = 0;
+      for (int l = 0; l < kLayers; ++l)
+        for (int j = 0; j < 4; ++j) {
+          const Shape& sh = shapes[j];
+          const size_t xrb = quant_act_row_bytes(t, sh.K);
+          const auto tj = Clock::now();
+          must(quantize_act_rows(isa, t, x.data(), sh.K, T, sh.K, xq.data(), xrb));
+          const uint8_t* P = W[static_cast<size_t>(l * 4 + j)];
+          pool.parallel_for(sh.N, kPackRows, [&](int64_t b, int64_t e, int) {
+            (void)matmul_packed(isa, t, P, sh.N, sh.K, xq.data(), xrb, T, c.data(), sh.N, b, e);
+          });
+          job_s[j] += seconds_since(tj);
+          mac += static_cast<double>(sh.N) * sh.K * T;
+        }
+      best = std::min(best, seconds_since(t0));
+    }
+    std::printf("SmolLM2 layers' matmuls, T=%lld, %d thread(s): %.3f ms per step (%.1f GMAC/s); per job (mean, with "
+                "its quantization):",
+                static_cast<long long>(T), threads, best * 1e3, mac / best * 1e-9);
+    for (int j = 0; j < 4; ++j) std::printf(" %s %.1f us", shapes[j].name, job_s[j] / (kReps * kLayers) * 1e6);
+    std::printf("\n");
+  }
+  std::free(arena);
+}
+
 }  // namespace
 }  // namespace ggflow::cpu
 
 // No argument: everything. "gemm8 [MiB]": the shapes of an 8-sequence decode step only, the cold
 // rotation over MiB of copies (default 128: beyond this host's last-level cache; 64 stays in it). "barrier": the
-// thread pool's cost per parallel step.
+// thread pool's cost per parallel step. "layers [T]": SmolLM2's layer matmuls of a decode step at T tokens
+// (default 8) over the thread pool.
 int main(int argc, char** argv) {
   if (argc > 1 && std::strcmp(argv[1], "barrier") == 0) {
     ggflow::cpu::barrier_bench();
+    return 0;
+  }
+  if (argc > 1 && std::strcmp(argv[1], "layers") == 0) {
+    ggflow::cpu::layers_bench(argc > 2 ? std::strtoll(argv[2], nullptr, 10) : 8);
     return 0;
   }
   if (argc > 1 && std::strcmp(argv[1], "gemm8") == 0) {
