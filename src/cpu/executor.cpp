@@ -13,6 +13,7 @@
 #include <unordered_map>
 
 #include "cpu/executor_impl.h"
+#include "cpu/kernels/side_prefetch.h"
 #include "cpu/kernel_registry.h"
 #include "ir/attrs.h"
 #include "ir/kernel_util.h"
@@ -149,6 +150,20 @@ Status Executor::Impl::compile(const ir::Model& m) {
       for (size_t g = 0; g < groups.size(); ++g)
         for (uint32_t& i : groups[g].steps) i = new_index[i], steps[i].group = static_cast<int>(g);
     }
+  }
+  // Each packed matmul job learns the next one (the last the first, for the next run): a thread
+  // that finished its part prefetches its part of the next job's weights while it waits.
+  {
+    int next = -1, first = -1, last = -1;
+    for (int64_t i = static_cast<int64_t>(steps.size()) - 1; i >= 0; --i) {
+      Step& s = steps[static_cast<size_t>(i)];
+      if (s.kind != Kind::matmul || !s.packed || (s.group >= 0 && groups[static_cast<size_t>(s.group)].steps.front() != i))
+        continue;
+      s.next_job = next;
+      if (last < 0) last = static_cast<int>(i);
+      next = first = static_cast<int>(i);
+    }
+    if (last >= 0 && last != first) steps[static_cast<size_t>(last)].next_job = first;
   }
   if (plan_fusion) fuse_glus();
   vals.resize(next_val);
@@ -540,7 +555,8 @@ Result<std::unique_ptr<Executor>> Executor::create(const ir::Model& model, const
   impl->profile = prof && (std::string(prof) == "1" || std::string(prof) == "2");
   impl->profile_detail = prof && std::string(prof) == "2";
   int threads = options.threads > 0 ? options.threads : static_cast<int>(std::thread::hardware_concurrency());
-  impl->pool = std::make_unique<ThreadPool>(std::max(1, threads));
+  // A waiting thread prefetches its part of the next matmul job (side_prefetch.h).
+  impl->pool = std::make_unique<ThreadPool>(std::max(1, threads), &idle_prefetch);
   if (auto s = impl->compile(model); !s) return s.error();
   return std::unique_ptr<Executor>(new Executor(std::move(impl)));
 }

@@ -47,6 +47,7 @@ struct Step {
   int group = -1;            // matmul: its MatmulGroup, if any
   int act = 0;               // glu: the cpu::Act of the fused activation
   int next_kv_params[2] = {-1, -1};  // paged_attention: the next one's K and V cache parameters, if any
+  int next_job = -1;         // packed matmul job (alone or a group's first): the next such job, if any
   bool fell_back = false;    // the last run used the reference kernel
 };
 
@@ -111,6 +112,7 @@ struct Executor::Impl {
   // outside what it handles; the step then runs on the reference kernel.
   Status matmul(Step& s, bool* done);
   Status matmul_group(MatmulGroup& g, bool* done);
+  void queue_next_weights(const Step& s, int thread);
   // The quantized activation rows of x [T, K] for wtype in qbuf (or x itself for f32 types).
   Status quantize_rows(const Step& s, const float* x, int64_t T, const void** X, size_t* xrb);
   Status rmsnorm(Step& s, bool* done);

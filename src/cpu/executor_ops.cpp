@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <span>
 
 #include "cpu/executor_impl.h"
 #include "cpu/kernels/act.h"
@@ -17,6 +18,7 @@
 #include "cpu/kernels/norm.h"
 #include "cpu/kernels/quant_act.h"
 #include "cpu/kernels/rope.h"
+#include "cpu/kernels/side_prefetch.h"
 #include "ir/attrs.h"
 
 namespace ggflow::cpu {
@@ -99,8 +101,9 @@ Status Executor::Impl::matmul(Step& s, bool* done) {
     const uint8_t* P = s.packed->data;
     if (auto st = cpu::matmul_packed(isa, s.wtype, P, N, K, X, xrb, T, C, N, 0, 0); !st)
       return make_error(s.node->describe() + ": " + st.error().what, st.error().hint);
-    pool->parallel_for(N, kPackRows, [&](int64_t b, int64_t e, int) {
+    pool->parallel_for(N, kPackRows, [&](int64_t b, int64_t e, int t) {
       (void)cpu::matmul_packed(isa, s.wtype, P, N, K, X, xrb, T, C, N, b, e);  // validated above
+      queue_next_weights(s, t);
     });
     return {};
   }
@@ -110,6 +113,30 @@ Status Executor::Impl::matmul(Step& s, bool* done) {
     (void)cpu::matmul(isa, s.wtype, s.weight, s.w_row_bytes, K, X, xrb, T, C, N, b, e);  // validated above
   });
   return {};
+}
+
+void Executor::Impl::queue_next_weights(const Step& s, int thread) {
+  if (s.next_job < 0) return;
+  const Step& lead = steps[static_cast<size_t>(s.next_job)];
+  uint32_t single = static_cast<uint32_t>(s.next_job);
+  std::span<const uint32_t> members(&single, 1);
+  if (lead.group >= 0) members = groups[static_cast<size_t>(lead.group)].steps;
+  int64_t rows = 0;
+  for (uint32_t m : members) rows += steps[m].N;
+  int64_t b, e;
+  ThreadPool::part_of(rows, kPackRows, pool->size(), thread, &b, &e);
+  SidePrefetch& q = weight_prefetch();
+  q.clear();
+  for (int64_t first = 0; uint32_t m : members) {
+    const Step& ms = steps[m];
+    const int64_t lo = std::max(b, first), hi = std::min(e, first + ms.N);
+    if (lo < hi && ms.packed) {
+      const size_t gb = packed_bytes(ms.wtype, kPackRows, ms.K);  // one group of 16 rows
+      const size_t g0 = static_cast<size_t>((lo - first) / kPackRows), g1 = static_cast<size_t>((hi - first + kPackRows - 1) / kPackRows);
+      q.add(ms.packed->data + g0 * gb, static_cast<int64_t>((g1 - g0) * gb));
+    }
+    first += ms.N;
+  }
 }
 
 Status Executor::Impl::matmul_group(MatmulGroup& g, bool* done) {
@@ -136,7 +163,7 @@ Status Executor::Impl::matmul_group(MatmulGroup& g, bool* done) {
     if (auto st = cpu::matmul_packed(isa, s.wtype, s.packed->data, s.N, K, X, xrb, T, C[j], s.N, 0, 0); !st)
       return make_error(s.node->describe() + ": " + st.error().what, st.error().hint);
   }
-  pool->parallel_for(first_row[nm], kPackRows, [&](int64_t b, int64_t e, int) {
+  pool->parallel_for(first_row[nm], kPackRows, [&](int64_t b, int64_t e, int t) {
     for (size_t j = 0; j < nm; ++j) {
       const int64_t lo = std::max(b, first_row[j]), hi = std::min(e, first_row[j + 1]);
       if (lo >= hi) continue;
@@ -144,6 +171,7 @@ Status Executor::Impl::matmul_group(MatmulGroup& g, bool* done) {
       (void)cpu::matmul_packed(isa, s.wtype, s.packed->data, s.N, K, X, xrb, T, C[j], s.N, lo - first_row[j],
                                hi - first_row[j]);  // validated above
     }
+    queue_next_weights(lead, t);
   });
   g.ran = run_count;
   return {};

@@ -4,11 +4,12 @@
 
 namespace ggflow::cpu {
 
-ThreadPool::ThreadPool(int threads)
+ThreadPool::ThreadPool(int threads, void (*idle)())
     : n_(std::max(1, threads)),
       // More threads than cores: a spinning worker would hold the core another one needs to finish
       // its part; sleep at once instead (the caller yields while it waits, either way).
-      spin_(n_ <= static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))) {
+      spin_(n_ <= static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))),
+      idle_(idle) {
   for (int i = 1; i < n_; ++i) threads_.emplace_back([this, i] { worker(i); });
 }
 
@@ -22,13 +23,15 @@ ThreadPool::~ThreadPool() {
   for (auto& t : threads_) t.join();
 }
 
-void ThreadPool::part(int index, int64_t* b, int64_t* e) const {
-  const int64_t units = (n_items_ + grain_ - 1) / grain_;  // grains, split as evenly as possible
-  const int64_t base = units / n_, extra = units % n_;
+void ThreadPool::part_of(int64_t n, int64_t grain, int threads, int index, int64_t* b, int64_t* e) {
+  const int64_t units = (n + grain - 1) / grain;  // grains, split as evenly as possible
+  const int64_t base = units / threads, extra = units % threads;
   const int64_t u0 = index * base + std::min<int64_t>(index, extra), u1 = u0 + base + (index < extra ? 1 : 0);
-  *b = std::min(n_items_, u0 * grain_);
-  *e = std::min(n_items_, u1 * grain_);
+  *b = std::min(n, u0 * grain);
+  *e = std::min(n, u1 * grain);
 }
+
+void ThreadPool::part(int index, int64_t* b, int64_t* e) const { part_of(n_items_, grain_, n_, index, b, e); }
 
 void ThreadPool::run(int64_t n, int64_t grain, Fn fn, void* ctx) {
   if (n <= 0) return;
@@ -50,7 +53,10 @@ void ThreadPool::run(int64_t n, int64_t grain, Fn fn, void* ctx) {
   int64_t b, e;
   part(0, &b, &e);
   if (b < e) fn(ctx, b, e, 0);
-  while (pending_.load(std::memory_order_acquire) != 0) std::this_thread::yield();
+  while (pending_.load(std::memory_order_acquire) != 0) {
+    if (idle_) idle_();
+    std::this_thread::yield();
+  }
 }
 
 void ThreadPool::worker(int index) {
@@ -61,6 +67,7 @@ void ThreadPool::worker(int index) {
     if (g == seen && spin_) {
       const auto until = std::chrono::steady_clock::now() + kSpinTime;
       for (int spin = 1; g == seen; ++spin) {
+        if (idle_) idle_();
 #if defined(__x86_64__)
         __builtin_ia32_pause();
 #endif

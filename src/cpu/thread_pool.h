@@ -18,12 +18,16 @@ namespace ggflow::cpu {
 
 class ThreadPool {
  public:
-  explicit ThreadPool(int threads);  // threads >= 1 (clamped)
+  // threads >= 1 (clamped). `idle`, if any, is called over and over by a thread waiting for a job
+  // or for the other parts of its job (keep it to a few instructions: prefetches).
+  explicit ThreadPool(int threads, void (*idle)() = nullptr);
   ~ThreadPool();
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
 
   int size() const { return n_; }
+  // The part [*b, *e) thread `index` of `threads` takes of a job of n items in grains of `grain`.
+  static void part_of(int64_t n, int64_t grain, int threads, int index, int64_t* b, int64_t* e);
   // Calls f(begin, end, thread) on disjoint parts covering [0, n), one per thread (thread in
   // [0, size())); each part a multiple of `grain` (but the last). Returns when all parts are
   // done. Not reentrant.
@@ -54,6 +58,7 @@ class ThreadPool {
   std::atomic<int> pending_{0};
   std::atomic<bool> stop_{false};
   Fn fn_ = nullptr;
+  void (*const idle_)();
   void* ctx_ = nullptr;
   int64_t n_items_ = 0, grain_ = 1;
 };

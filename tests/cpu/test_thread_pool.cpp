@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <chrono>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "cpu/thread_pool.h"
@@ -37,6 +39,52 @@ TEST(ThreadPool, EachIndexOnceInContiguousGrainAlignedParts) {
       }
     }
   }
+}
+
+// part_of says which part a thread will get (the executor prefetches a thread's part of the next
+// job by it): the same [b, e) parallel_for hands that thread, for every size, grain and count.
+TEST(ThreadPool, PartOfIsThePartEachThreadGets) {
+  for (int threads : {1, 2, 3, 5}) {
+    ThreadPool pool(threads);
+    for (int64_t n : {1, 2, 7, 17, 64, 1000, 3072}) {
+      for (int64_t grain : {1, 4, 16}) {
+        if (n <= grain || threads == 1) continue;  // run inline as one part (0, n)
+        std::vector<std::pair<int64_t, int64_t>> got(static_cast<size_t>(threads), {-1, -1});
+        pool.parallel_for(n, grain, [&](int64_t b, int64_t e, int t) { got[size_t(t)] = {b, e}; });
+        for (int t = 0; t < threads; ++t) {
+          int64_t b = -2, e = -2;
+          ThreadPool::part_of(n, grain, threads, t, &b, &e);
+          if (b == e) continue;  // an empty part is not run
+          EXPECT_EQ(got[size_t(t)], std::make_pair(b, e)) << "n=" << n << " grain=" << grain << " thread " << t;
+        }
+      }
+    }
+  }
+}
+
+// The idle function runs on threads that wait (a worker between jobs, the caller for the other
+// parts), never inside a part, and the jobs' results are unaffected.
+thread_local bool g_in_part = false;
+std::atomic<int64_t> g_idle_calls{0}, g_idle_in_part{0};
+void count_idle() {
+  g_idle_calls.fetch_add(1, std::memory_order_relaxed);
+  if (g_in_part) g_idle_in_part.fetch_add(1, std::memory_order_relaxed);
+}
+
+TEST(ThreadPool, IdleFunctionRunsWhileThreadsWait) {
+  ThreadPool pool(2, &count_idle);
+  std::vector<int64_t> data(1024, 0);
+  for (int job = 0; job < 200; ++job) {
+    pool.parallel_for(int64_t(data.size()), 16, [&](int64_t b, int64_t e, int t) {
+      g_in_part = true;
+      if (t == 0 && job % 10 == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));  // the worker waits
+      for (int64_t i = b; i < e; ++i) data[size_t(i)] += i;
+      g_in_part = false;
+    });
+  }
+  for (size_t i = 0; i < data.size(); ++i) ASSERT_EQ(data[i], int64_t(i) * 200);
+  EXPECT_GT(g_idle_calls.load(), 0);
+  EXPECT_EQ(g_idle_in_part.load(), 0);
 }
 
 TEST(ThreadPool, ManyJobsBackToBackWithResultsVisibleAfterReturn) {

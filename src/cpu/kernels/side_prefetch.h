@@ -29,6 +29,15 @@ struct SidePrefetch {
 
 // This thread's queue.
 SidePrefetch& side_prefetch();
+// This thread's part of the next matmul job's weights (the executor queues it when the thread's
+// part of a job is done), issued by idle_prefetch while the thread waits: for the other part, for
+// the next job while the calling thread runs the serial steps in between (norms, adds, the
+// activation quantization), or between two runs. A decode step's matmuls are bound by how many
+// weight lines a core has in flight; a waiting core's lines are free.
+SidePrefetch& weight_prefetch();
+// Issues up to kIdleLines lines of weight_prefetch() (ThreadPool::set_idle; 1-64 measured, 16 kept).
+constexpr int kIdleLines = 16;
+void idle_prefetch();
 
 // Issues up to `lines` queued cache lines (prefetcht1: L2). `static`: the SIMD files each keep their own copy.
 static inline void side_prefetch_step(SidePrefetch& q, int lines) {
