@@ -35,7 +35,8 @@ SidePrefetch& side_prefetch();
 // activation quantization), or between two runs. A decode step's matmuls are bound by how many
 // weight lines a core has in flight; a waiting core's lines are free.
 SidePrefetch& weight_prefetch();
-// Issues up to kIdleLines lines of weight_prefetch() (ThreadPool::set_idle; 1-64 measured, 16 kept).
+// Issues up to kIdleLines lines of weight_prefetch(): the executor's ThreadPool idle function (1-64
+// lines measured, 16 kept).
 constexpr int kIdleLines = 16;
 void idle_prefetch();
 
