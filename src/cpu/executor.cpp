@@ -13,8 +13,8 @@
 #include <unordered_map>
 
 #include "cpu/executor_impl.h"
-#include "cpu/kernels/side_prefetch.h"
 #include "cpu/kernel_registry.h"
+#include "cpu/kernels/side_prefetch.h"
 #include "ir/attrs.h"
 #include "ir/kernel_util.h"
 
@@ -154,16 +154,16 @@ Status Executor::Impl::compile(const ir::Model& m) {
   // Each packed matmul job learns the next one (the last the first, for the next run): a thread
   // that finished its part prefetches its part of the next job's weights while it waits.
   {
-    int next = -1, first = -1, last = -1;
+    int next = -1, last = -1;  // walking back: `next` ends as the first job
     for (int64_t i = static_cast<int64_t>(steps.size()) - 1; i >= 0; --i) {
       Step& s = steps[static_cast<size_t>(i)];
       if (s.kind != Kind::matmul || !s.packed || (s.group >= 0 && groups[static_cast<size_t>(s.group)].steps.front() != i))
         continue;
       s.next_job = next;
       if (last < 0) last = static_cast<int>(i);
-      next = first = static_cast<int>(i);
+      next = static_cast<int>(i);
     }
-    if (last >= 0 && last != first) steps[static_cast<size_t>(last)].next_job = first;
+    if (last != next) steps[static_cast<size_t>(last)].next_job = next;
   }
   if (plan_fusion) fuse_glus();
   vals.resize(next_val);

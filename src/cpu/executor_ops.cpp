@@ -130,7 +130,7 @@ void Executor::Impl::queue_next_weights(const Step& s, int thread) {
   for (int64_t first = 0; uint32_t m : members) {
     const Step& ms = steps[m];
     const int64_t lo = std::max(b, first), hi = std::min(e, first + ms.N);
-    if (lo < hi && ms.packed) {
+    if (lo < hi) {  // jobs are packed matmuls (compile links only those)
       const size_t gb = packed_bytes(ms.wtype, kPackRows, ms.K);  // one group of 16 rows
       const size_t g0 = static_cast<size_t>((lo - first) / kPackRows), g1 = static_cast<size_t>((hi - first + kPackRows - 1) / kPackRows);
       q.add(ms.packed->data + g0 * gb, static_cast<int64_t>((g1 - g0) * gb));
