@@ -44,9 +44,10 @@ class Executor {
 
   // As ir::Evaluator::run: `parameters` in model order; `state` one tensor per variable
   // (variable_ids()); `writable` flags the parameters whose buffers the caller lets the model
-  // update in place (its caches). The returned tensors stay valid until the next run.
-  Result<std::vector<ir::Tensor>> run(std::span<const ir::Tensor> parameters, std::vector<ir::Tensor>* state,
-                                      std::span<const uint8_t> writable);
+  // update in place (its caches). The returned tensors stay valid until the next run. After the
+  // first run of a shape, a run allocates nothing (test_step_allocations).
+  Result<std::span<const ir::Tensor>> run(std::span<const ir::Tensor> parameters, std::vector<ir::Tensor>* state,
+                                          std::span<const uint8_t> writable);
   const std::vector<std::string>& variable_ids() const;
 
   Isa isa() const;

@@ -48,7 +48,10 @@ struct Step {
   int act = 0;               // glu: the cpu::Act of the fused activation
   int next_kv_params[2] = {-1, -1};  // paged_attention: the next one's K and V cache parameters, if any
   int next_job = -1;         // packed matmul job (alone or a group's first): the next such job, if any
-  bool fell_back = false;    // the last run used the reference kernel
+  std::vector<int64_t> axes;  // slice: its axes, normalized for inputs of rank axes_rank
+  int axes_rank = -1;
+  uint64_t fallback_run = 0;  // the last run that used the reference kernel for it
+  std::vector<ir::Tensor> memo_in;  // fallback: copies of its inputs in that run, when all are small
 };
 
 // RoPE tables of one run, shared by every RoPE step with the same parameters and positions (the
@@ -92,7 +95,8 @@ struct Executor::Impl {
   uint64_t run_count = 0;
   std::span<const ir::Tensor> run_params;  // the parameters of the run in progress
   int64_t fallbacks = 0;
-  std::map<std::string, int64_t> fallback_ops;
+  std::vector<ir::Tensor> fallback_out;  // per value: the output of a reference step (Val::hold points here)
+  std::vector<ir::Tensor> results;       // the last run's results (kept: the next one reuses unchanged views)
   // GGFLOW_PROFILE=1: seconds and calls per op (native or fallback), printed when the executor ends;
   // 2: matmuls by weight type and shape.
   bool profile = false, profile_detail = false;
@@ -101,8 +105,8 @@ struct Executor::Impl {
 
   Status compile(const ir::Model& m);
   void fuse_glus();
-  Result<std::vector<ir::Tensor>> run(std::span<const ir::Tensor> params, std::vector<ir::Tensor>* state,
-                                      std::span<const uint8_t> writable);
+  Result<std::span<const ir::Tensor>> run(std::span<const ir::Tensor> params, std::vector<ir::Tensor>* state,
+                                          std::span<const uint8_t> writable);
   Status exec(Step& s, std::span<const ir::Tensor> params, std::vector<ir::Tensor>* state,
               std::span<const uint8_t> writable);
   Status fallback(Step& s);

@@ -338,22 +338,25 @@ Status Executor::Impl::rope(Step& s, bool* done) {
 Status Executor::Impl::gather_rows(Step& s, bool* done) {
   const Val& tbl = in(s, 0);
   const Val& idx = in(s, 1);
-  if (!idx.contiguous() || !ir::is_integer(idx.type) || idx.rank + 1 > exec::kMaxRank) return *done = false, Status{};
+  // [rows, ...] (a constant table is [rows, E]): each row the trailing dims, dense
+  if (!idx.contiguous() || !ir::is_integer(idx.type) || tbl.rank < 2 || idx.rank + tbl.rank - 1 > exec::kMaxRank ||
+      !tbl.contiguous())
+    return *done = false, Status{};
   auto g = ir::to_ggml(tbl.type);
   if (!g) return *done = false, Status{};
   RowTable t;
   t.type = *g;
   t.data = tbl.data;
   t.n_rows = tbl.shape[0];
-  t.row_elems = tbl.shape[1];
+  t.row_elems = tbl.shape[0] > 0 ? tbl.numel() / tbl.shape[0] : 0;
   t.bytes = ir::byte_size(tbl.type, tbl.numel());
   const int64_t R = idx.numel();
   int32_t* ix = reinterpret_cast<int32_t*>(ibuf.ensure(static_cast<size_t>(std::max<int64_t>(R, 1)) * 4));
   if (auto st = to_i32(idx, ix, *s.node); !st) return st;
-  int64_t shape[exec::kMaxRank];
+  int64_t shape[exec::kMaxRank];  // idx's dims, then the table's trailing dims
   for (int i = 0; i < idx.rank; ++i) shape[i] = idx.shape[i];
-  shape[idx.rank] = t.row_elems;
-  Val& y = alloc_out(s, std::span<const int64_t>(shape, static_cast<size_t>(idx.rank + 1)));
+  for (int i = 1; i < tbl.rank; ++i) shape[idx.rank + i - 1] = tbl.shape[i];
+  Val& y = alloc_out(s, std::span<const int64_t>(shape, static_cast<size_t>(idx.rank + tbl.rank - 1)));
   if (auto st = get_rows(isa, t, ix, y.as<float>(), t.row_elems, 0, R); !st)
     return make_error(s.node->describe() + ": " + st.error().what, "check the token ids against the vocabulary size");
   return {};

@@ -30,13 +30,13 @@ void copy_strided(const Val& v, uint8_t* dst, size_t es) {
 
 Result<ir::Tensor> to_tensor(const Val& v, const std::vector<Buffer>& pool) {
   const auto shape = v.shape_vec();
-  if (!v.hold.empty_handle() && v.data == v.hold.bytes() && v.contiguous()) {
-    if (v.hold.shape() == shape) return v.hold;
-    if (v.hold.numel() == v.numel()) return v.hold.reshaped(shape);
+  if (v.hold && !v.hold->empty_handle() && v.data == v.hold->bytes() && v.contiguous()) {
+    if (v.hold->shape() == shape) return *v.hold;
+    if (v.hold->numel() == v.numel()) return v.hold->reshaped(shape);
   }
   if (ir::is_block(v.type)) {
     if (!v.contiguous()) return make_error("a strided view of a block-quantized tensor", "views of weights must be dense");
-    return ir::Tensor::view(v.type, shape, v.hold.owner(), {v.data, ir::byte_size(v.type, v.numel())});
+    return ir::Tensor::view(v.type, shape, v.hold ? v.hold->owner() : nullptr, {v.data, ir::byte_size(v.type, v.numel())});
   }
   const size_t es = ir::scalar_size(v.type);
   if (v.contiguous() && v.buf >= 0)
@@ -53,7 +53,7 @@ Val view_of(const ir::Tensor& t) {
   for (int i = 0; i < v.rank; ++i) v.shape[i] = t.shape()[i];
   v.set_contiguous();
   v.data = const_cast<uint8_t*>(t.bytes());
-  v.hold = t;
+  v.hold = &t;
   return v;
 }
 

@@ -23,7 +23,11 @@ struct Val {
   int64_t shape[kMaxRank] = {};
   int64_t stride[kMaxRank] = {};
   uint8_t* data = nullptr;
-  ir::Tensor hold;        // keeps the bytes alive: a parameter, a constant, state, a fallback result
+  // The tensor whose bytes these are when not a pool buffer's: a parameter of the run in progress,
+  // a constant of the model, a state tensor or the executor's copy of a fallback's output, each
+  // alive while the value is used. A pointer, so that copying a value (every view step) costs no
+  // allocation and no reference count.
+  const ir::Tensor* hold = nullptr;
   int buf = -1;           // the pool buffer holding the bytes (-1: `hold` does)
   bool writable = false;  // a parameter the caller lets the model update in place (a cache)
 
@@ -74,7 +78,7 @@ void copy_strided(const Val& v, uint8_t* dst, size_t es);
 // `v` as an ir::Tensor: its own tensor when it is one, a view of its pool buffer when dense,
 // otherwise a dense copy.
 Result<ir::Tensor> to_tensor(const Val& v, const std::vector<Buffer>& pool);
-// A value viewing the tensor `t` (dense).
+// A value viewing the tensor `t` (dense); `t` must outlive every use of the value.
 Val view_of(const ir::Tensor& t);
 
 }  // namespace ggflow::cpu::exec

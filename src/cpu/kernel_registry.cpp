@@ -72,12 +72,17 @@ Kind select<OpType::MatMul>(const ir::Node& n, Step& s) {
   return Kind::matmul;
 }
 
-// Rows of a constant f32 or block-quantized [rows, E] table (the token embedding).
+// Rows of a constant f32 or block-quantized [rows, E] table (the token embedding), or of an f32
+// [rows, ...] value (the selections of the rows whose logits are wanted).
 template <>
 Kind select<OpType::Gather>(const ir::Node& n, Step&) {
   const auto& a = n.attrs<ir::GatherAttrs>();
   const ir::Node& tbl = *n.input(0).node;
-  if (a.axis != 0 || a.batch_dims != 0 || tbl.type() != OpType::Constant) return Kind::fallback;
+  if (a.axis != 0 || a.batch_dims != 0) return Kind::fallback;
+  if (tbl.type() != OpType::Constant)
+    return n.input(0).type() == ir::ElementType::f32 && n.input(0).shape().rank_known() && n.input(0).shape().rank() >= 2
+               ? Kind::gather_rows
+               : Kind::fallback;
   const ir::Tensor& t = tbl.attrs<ir::ConstantAttrs>().value;
   if (t.rank() != 2 || !(ir::is_block(t.type()) || t.type() == ir::ElementType::f32)) return Kind::fallback;
   return Kind::gather_rows;

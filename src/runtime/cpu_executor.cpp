@@ -26,8 +26,8 @@ class CpuModel final : public SlotModel {
   std::string fallback_summary() const override { return ex_->fallback_summary(); }
 
  private:
-  Result<std::vector<ir::Tensor>> evaluate(std::span<const ir::Tensor> params, std::vector<ir::Tensor>* vars,
-                                           std::span<const uint8_t> writable) override {
+  Result<std::span<const ir::Tensor>> evaluate(std::span<const ir::Tensor> params, std::vector<ir::Tensor>* vars,
+                                               std::span<const uint8_t> writable) override {
     return ex_->run(params, vars, writable);
   }
   std::unique_ptr<cpu::Executor> ex_;

@@ -1,14 +1,17 @@
 #include "runtime/paged_runner.h"
 
 #include <algorithm>
+#include <initializer_list>
 
 namespace ggflow::runtime {
 
 namespace {
 // `t` becomes an integer tensor of `type` and `shape` holding the int32 values `v`; its buffer is
-// reused when the shape is unchanged (decode steps with the same sequences).
-void ints(ir::Tensor& t, ir::ElementType type, std::vector<int64_t> shape, std::span<const int32_t> v) {
-  if (t.empty_handle() || t.type() != type || t.shape() != shape || !t.writable()) t = ir::Tensor(type, std::move(shape));
+// reused when the shape is unchanged (decode steps with the same sequences: no allocation).
+void ints(ir::Tensor& t, ir::ElementType type, std::initializer_list<int64_t> shape, std::span<const int32_t> v) {
+  if (t.empty_handle() || t.type() != type || !std::equal(t.shape().begin(), t.shape().end(), shape.begin(), shape.end()) ||
+      !t.writable())
+    t = ir::Tensor(type, std::vector<int64_t>(shape));
   if (type == ir::ElementType::i64) std::copy(v.begin(), v.end(), t.data<int64_t>());
   else std::copy(v.begin(), v.end(), t.data<int32_t>());
 }

@@ -21,11 +21,15 @@ class RefModel final : public SlotModel {
   std::string describe() const override { return "ref (the IR reference evaluator, 1 thread)"; }
 
  private:
-  Result<std::vector<ir::Tensor>> evaluate(std::span<const ir::Tensor> params, std::vector<ir::Tensor>* vars,
-                                           std::span<const uint8_t> writable) override {
-    return ev_->run(params, vars, writable);
+  Result<std::span<const ir::Tensor>> evaluate(std::span<const ir::Tensor> params, std::vector<ir::Tensor>* vars,
+                                               std::span<const uint8_t> writable) override {
+    auto r = ev_->run(params, vars, writable);
+    if (!r) return r.error();
+    results_ = std::move(*r);
+    return std::span<const ir::Tensor>(results_);
   }
   std::unique_ptr<ir::Evaluator> ev_;
+  std::vector<ir::Tensor> results_;
 };
 
 }  // namespace

@@ -20,6 +20,7 @@ Status SlotModel::adopt(ir::Model m) {
 
 Status SlotModel::resize_caches(int64_t rows) {
   if (rows < 0) return make_error("cache rows must be >= 0, got " + std::to_string(rows));
+  for (const auto& c : sig_.caches) params_[c.param] = {};  // no slot keeps an old cache alive
   for (size_t i = 0; i < caches_.size(); ++i) {
     auto shape = sig_.caches[i].shape;
     if (sig_.caches[i].dynamic_axis >= 0) shape[sig_.caches[i].dynamic_axis] = rows;
@@ -43,10 +44,11 @@ Status SlotModel::run(std::span<const ir::Tensor> inputs, int64_t visible) {
   for (size_t c = 0; c < caches_.size(); ++c) {
     if (caches_[c].empty_handle()) return make_error("run: the caches are not allocated", "call resize_caches() first");
     const int axis = sig_.caches[c].dynamic_axis;
-    params_[sig_.caches[c].param] = visible < 0 || axis < 0 ? caches_[c] : caches_[c].leading(size_t(axis), visible);
+    // the whole cache (paged) is assigned over last step's, reusing its shape's storage
+    if (visible < 0 || axis < 0) params_[sig_.caches[c].param] = caches_[c];
+    else params_[sig_.caches[c].param] = caches_[c].leading(size_t(axis), visible);
   }
   auto r = evaluate(params_, &vars_, writable_);
-  for (size_t c = 0; c < caches_.size(); ++c) params_[sig_.caches[c].param] = {};
   if (!r) return r.error();
   for (size_t i = 0; i < outputs_.size(); ++i) outputs_[i] = (*r)[sig_.outputs[i]];
   for (size_t c = 0; c < caches_.size(); ++c) {  // the aliasing ops wrote the cache itself

@@ -24,9 +24,11 @@ class SlotModel : public CompiledModel {
   // set_variables(n).
   Status adopt(ir::Model m);
   void set_variables(size_t n) { vars_.resize(n); }
-  // One run of the engine: parameters in model order, variables by index, writable flags.
-  virtual Result<std::vector<ir::Tensor>> evaluate(std::span<const ir::Tensor> params, std::vector<ir::Tensor>* vars,
-                                                   std::span<const uint8_t> writable) = 0;
+  // One run of the engine: parameters in model order, variables by index, writable flags; the
+  // results, valid until the next run.
+  virtual Result<std::span<const ir::Tensor>> evaluate(std::span<const ir::Tensor> params,
+                                                       std::vector<ir::Tensor>* vars,
+                                                       std::span<const uint8_t> writable) = 0;
 
  private:
   std::vector<ir::Tensor> params_, caches_, outputs_, vars_;

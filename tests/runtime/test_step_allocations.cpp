@@ -1,0 +1,106 @@
+// A decode step allocates nothing (issue "performance lead": low overhead per step). The global
+// operator new of this test binary counts what the calling thread and the executor's workers
+// allocate while the count is on; a paged decode step of the cpu executor, after its shapes have
+// run once, must count zero: views copy no tensors, reference steps with the same small inputs
+// reuse their outputs, the results are last step's views, the runner's inputs keep their buffers.
+#include <gtest/gtest.h>
+
+#include "require_file.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <new>
+
+#include "runtime/compiled_model.h"
+#include "runtime/model_file.h"
+
+namespace {
+std::atomic<bool> g_counting{false};
+std::atomic<int64_t> g_allocations{0};
+}  // namespace
+
+void* operator new(std::size_t n) {
+  if (g_counting.load(std::memory_order_relaxed)) g_allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(n ? n : 1)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+
+namespace ggflow::runtime {
+namespace {
+
+const std::string kStories = std::string(GGFLOW_SHARED) + "/models/stories260K.gguf";
+
+// The paged model's step inputs for `seqs` sequences of one token each at position `pos` (one
+// block each: block s for sequence s).
+struct DecodeInputs {
+  const CompiledModel& cm;
+  std::vector<ir::Tensor> in;
+  explicit DecodeInputs(const CompiledModel& c) : cm(c), in(c.n_inputs()) {}
+  Status set(std::string_view name, std::vector<int64_t> shape, const std::vector<int64_t>& v) {
+    auto i = cm.input(name);
+    if (!i) return i.error();
+    const ir::ElementType t = cm.model().parameters()[cm.signature().inputs[*i]]->out_type();
+    in[*i] = t == ir::ElementType::i64 ? ir::Tensor::i64(std::move(shape), v) : ir::Tensor::i32(std::move(shape), v);
+    return {};
+  }
+  Status step(int64_t seqs, int64_t pos) {
+    std::vector<int64_t> ids, positions, past, begins{0}, blocks, block_begins{0}, sampled;
+    for (int64_t s = 0; s < seqs; ++s) {
+      ids.push_back(1 + (pos + s) % 50);
+      positions.push_back(pos);
+      past.push_back(pos);
+      begins.push_back(s + 1);
+      blocks.push_back(s);
+      block_begins.push_back(s + 1);
+      sampled.push_back(s);
+    }
+    for (auto st : {set("input_ids", {seqs}, ids), set("position_ids", {seqs}, positions), set("past_lens", {seqs}, past),
+                    set("subsequence_begins", {seqs + 1}, begins), set("block_indices", {seqs}, blocks),
+                    set("block_indices_begins", {seqs + 1}, block_begins), set("max_context_len", {}, {pos + 1}),
+                    set("sampled_tokens_indices", {seqs}, sampled)})
+      if (!st) return st;
+    return {};
+  }
+};
+
+TEST(StepAllocations, PagedDecodeStepAllocatesNothing) {
+  GGFLOW_REQUIRE_FILE(kStories, ::ggflow::testing::cat(kStories, " is missing"));
+  auto file = ModelFile::open(kStories);
+  ASSERT_TRUE(file.ok()) << file.error().str();
+  auto m = (*file)->layout_model(transforms::Layout::paged);
+  ASSERT_TRUE(m.ok()) << m.error().str();
+  auto cm = compile(std::move(*m), CompileOptions{.executor = Executor::cpu, .threads = 2});
+  ASSERT_TRUE(cm.ok()) << cm.error().str();
+  ASSERT_TRUE((*cm)->resize_caches(8).ok());
+  const int64_t seqs = 3;
+  // The first step of a shape builds the tensors it then reuses.
+  DecodeInputs in(**cm);
+  for (int64_t pos = 0; pos < 2; ++pos) {
+    ASSERT_TRUE(in.step(seqs, pos).ok());
+    auto st = (*cm)->run(in.in);
+    ASSERT_TRUE(st.ok()) << st.error().str();
+  }
+  for (int64_t pos = 2; pos < 6; ++pos) {
+    ASSERT_TRUE(in.step(seqs, pos).ok());  // new input values (positions, tokens), same shapes
+    g_allocations = 0;
+    g_counting = true;
+    auto st = (*cm)->run(in.in);
+    g_counting = false;
+    ASSERT_TRUE(st.ok()) << st.error().str();
+    EXPECT_EQ(g_allocations.load(), 0) << "position " << pos << ": the step allocated";
+    EXPECT_GT((*cm)->fallbacks(), 0) << "the row selection's shape arithmetic runs on reference kernels (memoized)";
+  }
+  // A step of another shape may allocate (new buffers, new reference outputs): the counter sees it.
+  ASSERT_TRUE(in.step(seqs - 1, 6).ok());
+  g_allocations = 0;
+  g_counting = true;
+  auto st = (*cm)->run(in.in);
+  g_counting = false;
+  ASSERT_TRUE(st.ok()) << st.error().str();
+  EXPECT_GT(g_allocations.load(), 0) << "the counter counts";
+}
+
+}  // namespace
+}  // namespace ggflow::runtime
