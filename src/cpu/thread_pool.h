@@ -1,6 +1,6 @@
 // A fixed pool of threads for the CPU executor: created once (n - 1 workers; the calling thread is
-// the n-th), no thread is created per step. Between jobs a worker spins (kSpinTime), then sleeps on a
-// condition variable. A job is a range [0, n) split statically into one contiguous part per
+// the n-th), no thread is created per step. Between jobs a worker spins (kSpinTime: pausing, then
+// yielding the core on each turn), then sleeps on a condition variable. A job is a range [0, n) split statically into one contiguous part per
 // thread; kernels split only over outputs (rows, heads, tokens), so a part's results do not
 // depend on the split and the thread count never changes a bit.
 #pragma once
@@ -50,6 +50,8 @@ class ThreadPool {
   // worker costs far more than the spin on a VM (about 0.8 ms per step at 8 sequences here, where
   // 20000 pauses, 0.24 ms, let the worker sleep once per step; docs/BENCHMARKS.md, seventh session).
   static constexpr std::chrono::microseconds kSpinTime{5000};
+  // The first part of the spin only pauses; the rest yields the core on each turn.
+  static constexpr std::chrono::microseconds kPauseTime{200};
   bool spin_;  // false with more threads than cores: sleep at once
   std::vector<std::thread> threads_;
   std::mutex mu_;
