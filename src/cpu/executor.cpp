@@ -2,6 +2,7 @@
 #include "cpu/kernels/act.h"
 #include "cpu/kernels/convert.h"
 #include "cpu/kernels/matmul_packed.h"
+#include "cpu/kernels/quant_act.h"
 
 #include <algorithm>
 #include <map>
@@ -72,6 +73,18 @@ void Executor::Impl::fuse_glus() {
       a.kind = Kind::fused;
       break;
     }
+  }
+  // A GLU whose one reader is a packed matmul on quantized activations (the down projection)
+  // quantizes its rows for it as it writes them, on the thread that wrote them.
+  std::vector<int> reader(n_vals, -1);
+  for (size_t i = 0; i < steps.size(); ++i)
+    for (uint32_t v : steps[i].in) reader[v] = static_cast<int>(i);
+  for (Step& s : steps) {
+    if (s.kind != Kind::glu || readers[s.out] != 1 || reader[s.out] < 0) continue;
+    const Step& m = steps[static_cast<size_t>(reader[s.out])];
+    if (m.kind == Kind::matmul && m.group < 0 && m.packed && !m.in.empty() && m.in[0] == s.out &&
+        act_format(m.wtype) != ActFormat::f32)
+      s.quant_for = reader[s.out];
   }
 }
 
@@ -475,14 +488,14 @@ bool same_as(const Val& v, const ir::Tensor& t) {
 
 Status Executor::Impl::fallback(Step& s) {
   const ir::Node& n = *s.node;
-  s.fallback_run = run_count;
-  ++fallbacks;
   // The reference kernels are pure: the same small inputs as last time give the same outputs,
   // still held in fallback_out (no evaluation, no allocation).
   bool same = !s.memo_in.empty() && s.memo_in.size() == s.in.size();
   for (size_t i = 0; same && i < s.in.size(); ++i) same = same_as(in(s, i), s.memo_in[i]);
   if (same) {
     for (size_t o = 0; o < n.n_outputs(); ++o) vals[s.out + o] = exec::view_of(fallback_out[s.out + o]);
+    s.fallback_run = run_count;
+    ++fallbacks;
     return {};
   }
   std::vector<ir::Tensor> args;
@@ -511,6 +524,8 @@ Status Executor::Impl::fallback(Step& s) {
   for (const ir::Tensor& a : args) small = small && !ir::is_block(a.type()) && a.nbytes() <= kMemoBytes;
   if (small)
     for (const ir::Tensor& a : args) s.memo_in.push_back(a.clone());
+  s.fallback_run = run_count;
+  ++fallbacks;
   return {};
 }
 
@@ -616,7 +631,7 @@ Isa Executor::isa() const { return impl_->isa; }
 int Executor::threads() const { return impl_->pool->size(); }
 int64_t Executor::fallbacks() const { return impl_->fallbacks; }
 std::string Executor::plan_summary() const {
-  int64_t matmuls = 0, packed = 0, fused_norms = 0, glus = 0;
+  int64_t matmuls = 0, packed = 0, fused_norms = 0, glus = 0, glu_quants = 0;
   size_t packed_bytes = 0;
   for (const Step& s : impl_->steps) {
     if (s.kind == Kind::matmul) {
@@ -624,16 +639,18 @@ std::string Executor::plan_summary() const {
       if (s.packed) ++packed, packed_bytes += s.packed->bytes;
     }
     if (s.kind == Kind::rmsnorm && s.in.size() == 2) ++fused_norms;
-    if (s.kind == Kind::glu) ++glus;
+    if (s.kind == Kind::glu) ++glus, glu_quants += s.quant_for >= 0;
   }
   size_t grouped = 0;
   for (const MatmulGroup& g : impl_->groups) grouped += g.steps.size();
-  char buf[256];
+  char buf[384];
   std::snprintf(buf, sizeof buf,
                 "%lld matmuls, %lld on packed weights (%.1f MiB), %zu in %zu groups sharing an input; "
-                "%lld RMSNorm with the norm weight fused; %lld activation x up as one GLU step",
+                "%lld RMSNorm with the norm weight fused; %lld activation x up as one GLU step (%lld quantizing "
+                "for the matmul after it)",
                 static_cast<long long>(matmuls), static_cast<long long>(packed), packed_bytes / 1048576.0, grouped,
-                impl_->groups.size(), static_cast<long long>(fused_norms), static_cast<long long>(glus));
+                impl_->groups.size(), static_cast<long long>(fused_norms), static_cast<long long>(glus),
+                static_cast<long long>(glu_quants));
   return buf;
 }
 

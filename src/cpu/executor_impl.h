@@ -46,6 +46,8 @@ struct Step {
   std::shared_ptr<const PackedWeight> packed;
   int group = -1;            // matmul: its MatmulGroup, if any
   int act = 0;               // glu: the cpu::Act of the fused activation
+  int quant_for = -1;        // glu: the matmul step it quantizes its rows for, if any
+  uint64_t prequant_run = 0;  // matmul: the run in which its input's rows were quantized (in pqbuf)
   int next_kv_params[2] = {-1, -1};  // paged_attention: the next one's K and V cache parameters, if any
   int next_job = -1;         // packed matmul job (alone or a group's first): the next such job, if any
   std::vector<int64_t> axes;  // slice: its axes, normalized for inputs of rank axes_rank
@@ -90,6 +92,7 @@ struct Executor::Impl {
   std::vector<std::pair<int, ir::Tensor>> pending;  // Assign writes, committed at the end
   // scratch, grown as needed and kept
   Buffer qbuf, scratch, ibuf, kvbuf, attn_scratch, bounds_buf;
+  Buffer pqbuf;  // activations a GLU quantized for the matmul after it (Step::quant_for)
   std::vector<RopeTables> rope_tables;
   std::vector<MatmulGroup> groups;
   uint64_t run_count = 0;

@@ -68,6 +68,10 @@ Status Executor::Impl::quantize_rows(const Step& s, const float* x, int64_t T, c
   if (act_format(s.wtype) == ActFormat::f32) return {};
   *xrb = quant_act_row_bytes(s.wtype, K);  // activations quantized per token, once
   const size_t rb = *xrb;
+  if (s.prequant_run == run_count) {  // by the GLU that wrote x (Step::quant_for): the same rows
+    *X = pqbuf.owner.get();
+    return {};
+  }
   uint8_t* q = qbuf.ensure(std::max<size_t>(1, static_cast<size_t>(T) * rb));
   FirstError err;
   auto quant = [&](int64_t b, int64_t e, int) { err.note(quantize_act_rows(isa, s.wtype, x + b * K, K, e - b, K, q + b * rb, rb)); };
@@ -277,7 +281,19 @@ Status Executor::Impl::glu(Step& s) {
   Val& y = alloc_out(s, std::span<const int64_t>(g.shape, static_cast<size_t>(g.rank)));
   float* yp = y.as<float>();
   const Act act = static_cast<Act>(s.act);
-  pool->parallel_for(rows, 4, [&](int64_t b, int64_t e, int) { cpu::glu(isa, act, gp, n, up, n, yp, n, n, b, e); });
+  // With the matmul after it on quantized activations of these rows (the down projection), each
+  // thread quantizes the rows it wrote (quant_act.h: a row's bytes do not depend on the others).
+  Step* m = s.quant_for >= 0 ? &steps[static_cast<size_t>(s.quant_for)] : nullptr;
+  if (m && m->K != n) m = nullptr;
+  const size_t rb = m ? quant_act_row_bytes(m->wtype, n) : 0;
+  uint8_t* q = m ? pqbuf.ensure(std::max<size_t>(1, static_cast<size_t>(rows) * rb)) : nullptr;
+  FirstError err;
+  pool->parallel_for(rows, 4, [&](int64_t b, int64_t e, int) {
+    cpu::glu(isa, act, gp, n, up, n, yp, n, n, b, e);
+    if (m) err.note(quantize_act_rows(isa, m->wtype, yp + b * n, n, e - b, n, q + static_cast<size_t>(b) * rb, rb));
+  });
+  if (err.set) return make_error(s.node->describe() + ": " + err.status.error().what);
+  if (m) m->prequant_run = run_count;
   return {};
 }
 
