@@ -1,8 +1,9 @@
 // A fixed pool of threads for the CPU executor: created once (n - 1 workers; the calling thread is
 // the n-th), no thread is created per step. Between jobs a worker spins (kSpinTime: pausing, then
-// yielding the core on each turn), then sleeps on a condition variable. A job is a range [0, n) split statically into one contiguous part per
-// thread; kernels split only over outputs (rows, heads, tokens), so a part's results do not
-// depend on the split and the thread count never changes a bit.
+// yielding the core on each turn), then sleeps on a condition variable. A job is a range [0, n)
+// split statically into one contiguous part per thread; kernels split only over outputs (rows,
+// heads, tokens), so a part's results do not depend on the split and the thread count never
+// changes a bit.
 #pragma once
 
 #include <atomic>
