@@ -50,9 +50,10 @@ void Executor::Impl::fuse_glus() {
   for (const Step& s : steps) n_vals = std::max(n_vals, s.out + static_cast<uint32_t>(std::max<size_t>(1, s.node->n_outputs())));
   std::vector<int> producer(n_vals, -1);
   std::vector<uint32_t> readers(n_vals, 0);
+  std::vector<int> reader(n_vals, -1);  // the last step reading each value
   for (size_t i = 0; i < steps.size(); ++i) producer[steps[i].out] = static_cast<int>(i);
-  for (const Step& s : steps)
-    for (uint32_t v : s.in) ++readers[v];  // Result steps are readers too
+  for (size_t i = 0; i < steps.size(); ++i)
+    for (uint32_t v : steps[i].in) ++readers[v], reader[v] = static_cast<int>(i);  // Result steps are readers too
   for (Step& s : steps) {
     if (s.kind != Kind::binary || s.node->type() != ir::OpType::Multiply || s.in.size() != 2) continue;
     const ir::Node& n = *s.node;
@@ -76,9 +77,6 @@ void Executor::Impl::fuse_glus() {
   }
   // A GLU whose one reader is a packed matmul on quantized activations (the down projection)
   // quantizes its rows for it as it writes them, on the thread that wrote them.
-  std::vector<int> reader(n_vals, -1);
-  for (size_t i = 0; i < steps.size(); ++i)
-    for (uint32_t v : steps[i].in) reader[v] = static_cast<int>(i);
   for (Step& s : steps) {
     if (s.kind != Kind::glu || readers[s.out] != 1 || reader[s.out] < 0) continue;
     const Step& m = steps[static_cast<size_t>(reader[s.out])];
@@ -478,12 +476,17 @@ namespace {
 // the same from one decode step to the next.
 constexpr size_t kMemoBytes = 1024;
 
-bool same_as(const Val& v, const ir::Tensor& t) {
+// `v` is dense, with `t`'s type and shape.
+bool same_layout(const Val& v, const ir::Tensor& t) {
   if (t.empty_handle() || v.type != t.type() || static_cast<size_t>(v.rank) != t.rank() || !v.contiguous()) return false;
   for (int i = 0; i < v.rank; ++i)
     if (v.shape[i] != t.shape()[size_t(i)]) return false;
-  return std::memcmp(v.data, t.bytes(), t.nbytes()) == 0;
+  return true;
 }
+// ... and holds `t`'s values.
+bool same_as(const Val& v, const ir::Tensor& t) { return same_layout(v, t) && std::memcmp(v.data, t.bytes(), t.nbytes()) == 0; }
+// ... and is `t`'s bytes: `t` is still the tensor `v` would become.
+bool same_view(const Val& v, const ir::Tensor& t) { return same_layout(v, t) && t.bytes() == v.data; }
 }  // namespace
 
 Status Executor::Impl::fallback(Step& s) {
@@ -540,16 +543,6 @@ std::string Executor::Impl::profile_key(const Step& s) const {
     if (s.packed) key += " packed";
   }
   return key;
-}
-
-// `t` is still the tensor `v` would become: the same bytes, type and shape, dense.
-static bool same_view(const Val& v, const ir::Tensor& t) {
-  if (t.empty_handle() || t.bytes() != v.data || t.type() != v.type || t.rank() != static_cast<size_t>(v.rank) ||
-      !v.contiguous())
-    return false;
-  for (int i = 0; i < v.rank; ++i)
-    if (t.shape()[size_t(i)] != v.shape[i]) return false;
-  return true;
 }
 
 Result<std::span<const ir::Tensor>> Executor::Impl::run(std::span<const ir::Tensor> params,
