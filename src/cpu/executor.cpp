@@ -41,51 +41,6 @@ int64_t normalize(int64_t axis, int64_t rank) { return axis < 0 ? axis + rank : 
 
 }  // namespace
 
-// GLU: Multiply(Swish|Gelu(g), u) with the activation read only there and both operands f32 of one
-// shape (known at compile: the same dims and symbols) becomes one glu step reading g and u; the
-// activation's step does nothing (Kind::fused). cpu::glu rounds act(g) and then the product, as
-// the two steps did: the same bits.
-void Executor::Impl::fuse_glus() {
-  uint32_t n_vals = 0;
-  for (const Step& s : steps) n_vals = std::max(n_vals, s.out + static_cast<uint32_t>(std::max<size_t>(1, s.node->n_outputs())));
-  std::vector<int> producer(n_vals, -1);
-  std::vector<uint32_t> readers(n_vals, 0);
-  std::vector<int> reader(n_vals, -1);  // the last step reading each value
-  for (size_t i = 0; i < steps.size(); ++i) producer[steps[i].out] = static_cast<int>(i);
-  for (size_t i = 0; i < steps.size(); ++i)
-    for (uint32_t v : steps[i].in) ++readers[v], reader[v] = static_cast<int>(i);  // Result steps are readers too
-  for (Step& s : steps) {
-    if (s.kind != Kind::binary || s.node->type() != ir::OpType::Multiply || s.in.size() != 2) continue;
-    const ir::Node& n = *s.node;
-    if (n.input(0).type() != ir::ElementType::f32 || n.input(1).type() != ir::ElementType::f32 ||
-        !(n.input(0).shape() == n.input(1).shape()) || !n.input(0).shape().rank_known() || n.input(0).shape().rank() < 1)
-      continue;
-    for (int i = 0; i < 2; ++i) {
-      const int p = producer[s.in[i]];
-      if (p < 0 || readers[s.in[i]] != 1) continue;
-      Step& a = steps[static_cast<size_t>(p)];
-      if (a.kind != Kind::activation || a.in.size() != 1 || a.node->input(0).type() != ir::ElementType::f32) continue;
-      Act act = Act::silu;
-      if (a.node->type() == ir::OpType::Gelu)
-        act = a.node->attrs<ir::GeluAttrs>().mode == ir::GeluMode::erf ? Act::gelu_erf : Act::gelu_tanh;
-      s.kind = Kind::glu;
-      s.act = static_cast<int>(act);
-      s.in = {a.in[0], s.in[1 - i]};
-      a.kind = Kind::fused;
-      break;
-    }
-  }
-  // A GLU whose one reader is a packed matmul on quantized activations (the down projection)
-  // quantizes its rows for it as it writes them, on the thread that wrote them.
-  for (Step& s : steps) {
-    if (s.kind != Kind::glu || readers[s.out] != 1 || reader[s.out] < 0) continue;
-    const Step& m = steps[static_cast<size_t>(reader[s.out])];
-    if (m.kind == Kind::matmul && m.group < 0 && m.packed && !m.in.empty() && m.in[0] == s.out &&
-        act_format(m.wtype) != ActFormat::f32)
-      s.quant_for = reader[s.out];
-  }
-}
-
 Status Executor::Impl::compile(const ir::Model& m) {
   model = &m;
   const char* pf = std::getenv("GGFLOW_PLAN_FUSION");
@@ -176,7 +131,7 @@ Status Executor::Impl::compile(const ir::Model& m) {
     }
     if (last != next) steps[static_cast<size_t>(last)].next_job = next;
   }
-  if (plan_fusion) fuse_glus();
+  if (plan_fusion) fuse_steps();
   vals.resize(next_val);
   fallback_out.assign(next_val, ir::Tensor());
   consumers.assign(next_val, 0);
@@ -209,6 +164,10 @@ Status Executor::Impl::compile(const ir::Model& m) {
   }
   for (int64_t i = static_cast<int64_t>(steps.size()) - 1; i >= 0; --i) {
     const Step& s = steps[i];
+    if (s.add_by >= 0) {  // an Add done in a matmul's epilogue: its value is the matmul's (a view of it)
+      uint32_t& m_last = last[steps[static_cast<size_t>(s.add_by)].out];
+      m_last = std::max(m_last, last[s.out]);
+    }
     if (!is_view_kind(s.kind)) continue;
     uint32_t out_last = 0;
     for (size_t o = 0; o < std::max<size_t>(1, s.node->n_outputs()); ++o) out_last = std::max(out_last, last[s.out + o]);
@@ -624,26 +583,26 @@ Isa Executor::isa() const { return impl_->isa; }
 int Executor::threads() const { return impl_->pool->size(); }
 int64_t Executor::fallbacks() const { return impl_->fallbacks; }
 std::string Executor::plan_summary() const {
-  int64_t matmuls = 0, packed = 0, fused_norms = 0, glus = 0, glu_quants = 0;
+  long long matmuls = 0, packed = 0, norms = 0, fused_norms = 0, norm_quants = 0, glus = 0, glu_quants = 0, adds = 0;
   size_t packed_bytes = 0;
   for (const Step& s : impl_->steps) {
     if (s.kind == Kind::matmul) {
       ++matmuls;
       if (s.packed) ++packed, packed_bytes += s.packed->bytes;
+      adds += s.add_in >= 0;
     }
-    if (s.kind == Kind::rmsnorm && s.in.size() == 2) ++fused_norms;
+    if (s.kind == Kind::rmsnorm) ++norms, fused_norms += s.in.size() == 2, norm_quants += s.quant_for >= 0;
     if (s.kind == Kind::glu) ++glus, glu_quants += s.quant_for >= 0;
   }
   size_t grouped = 0;
   for (const MatmulGroup& g : impl_->groups) grouped += g.steps.size();
-  char buf[384];
+  char buf[512];
   std::snprintf(buf, sizeof buf,
-                "%lld matmuls, %lld on packed weights (%.1f MiB), %zu in %zu groups sharing an input; "
-                "%lld RMSNorm with the norm weight fused; %lld activation x up as one GLU step (%lld quantizing "
-                "for the matmul after it)",
-                static_cast<long long>(matmuls), static_cast<long long>(packed), packed_bytes / 1048576.0, grouped,
-                impl_->groups.size(), static_cast<long long>(fused_norms), static_cast<long long>(glus),
-                static_cast<long long>(glu_quants));
+                "%lld matmuls, %lld on packed weights (%.1f MiB), %zu in %zu groups sharing an input, %lld adding "
+                "the residual in their epilogue; %lld RMSNorm, %lld with the norm weight fused, %lld quantizing for "
+                "the matmuls after them; %lld activation x up as one GLU step (%lld quantizing for the matmul after it)",
+                matmuls, packed, packed_bytes / 1048576.0, grouped, impl_->groups.size(), adds, norms, fused_norms,
+                norm_quants, glus, glu_quants);
   return buf;
 }
 

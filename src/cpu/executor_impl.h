@@ -46,8 +46,11 @@ struct Step {
   std::shared_ptr<const PackedWeight> packed;
   int group = -1;            // matmul: its MatmulGroup, if any
   int act = 0;               // glu: the cpu::Act of the fused activation
-  int quant_for = -1;        // glu: the matmul step it quantizes its rows for, if any
+  int quant_for = -1;        // glu, rmsnorm: the matmul job (a step or a group's first) it quantizes its rows for
   uint64_t prequant_run = 0;  // matmul: the run in which its input's rows were quantized (in pqbuf)
+  int add_in = -1;           // matmul: the value it adds to its output (a fused residual Add), if any
+  uint64_t added_run = 0;    // matmul: the run in which it did
+  int add_by = -1;           // binary Add: the matmul step that computes it in its epilogue, if any
   int next_kv_params[2] = {-1, -1};  // paged_attention: the next one's K and V cache parameters, if any
   int next_job = -1;         // packed matmul job (alone or a group's first): the next such job, if any
   std::vector<int64_t> axes;  // slice: its axes, normalized for inputs of rank axes_rank
@@ -92,7 +95,7 @@ struct Executor::Impl {
   std::vector<std::pair<int, ir::Tensor>> pending;  // Assign writes, committed at the end
   // scratch, grown as needed and kept
   Buffer qbuf, scratch, ibuf, kvbuf, attn_scratch, bounds_buf;
-  Buffer pqbuf;  // activations a GLU quantized for the matmul after it (Step::quant_for)
+  Buffer pqbuf;  // activations a GLU or RMSNorm quantized for the matmul job after it (Step::quant_for)
   std::vector<RopeTables> rope_tables;
   std::vector<MatmulGroup> groups;
   uint64_t run_count = 0;
@@ -107,7 +110,11 @@ struct Executor::Impl {
   int64_t profile_runs = 0;
 
   Status compile(const ir::Model& m);
+  // Plan fusions (executor_fusions.cpp), after the matmul groups.
+  void fuse_steps();
   void fuse_glus();
+  void fuse_residual_adds();
+  void plan_prequant();
   Result<std::span<const ir::Tensor>> run(std::span<const ir::Tensor> params, std::vector<ir::Tensor>* state,
                                           std::span<const uint8_t> writable);
   Status exec(Step& s, std::span<const ir::Tensor> params, std::vector<ir::Tensor>* state,
@@ -126,6 +133,14 @@ struct Executor::Impl {
   Status binary(Step& s, bool* done);
   Status activation(Step& s, bool* done);
   Status glu(Step& s);
+  // Where a step writing `rows` rows of n puts their quantization for its Step::quant_for job (m
+  // null: it does not); the step then sets m->prequant_run.
+  struct Prequant {
+    Step* m = nullptr;
+    uint8_t* q = nullptr;
+    size_t rb = 0;
+  };
+  Prequant prequant(const Step& s, int64_t n, int64_t rows);
   Status rope(Step& s, bool* done);
   Status gather_rows(Step& s, bool* done);
   Status paged_attention(Step& s, bool* done);

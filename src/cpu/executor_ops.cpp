@@ -68,7 +68,7 @@ Status Executor::Impl::quantize_rows(const Step& s, const float* x, int64_t T, c
   if (act_format(s.wtype) == ActFormat::f32) return {};
   *xrb = quant_act_row_bytes(s.wtype, K);  // activations quantized per token, once
   const size_t rb = *xrb;
-  if (s.prequant_run == run_count) {  // by the GLU that wrote x (Step::quant_for): the same rows
+  if (s.prequant_run == run_count) {  // by the GLU or RMSNorm that wrote x (Step::quant_for): the same rows
     *X = pqbuf.owner.get();
     return {};
   }
@@ -101,21 +101,35 @@ Status Executor::Impl::matmul(Step& s, bool* done) {
   size_t xrb = 0;
   if (auto st = quantize_rows(s, a.as<const float>(), T, &X, &xrb); !st) return st;
   float* C = y.as<float>();
+  // A fused residual Add (Step::add_in): each thread adds r to the columns it wrote, [T, N] like y.
+  const float* R = nullptr;
+  if (s.add_in >= 0) {
+    const Val& r = vals[static_cast<size_t>(s.add_in)];
+    bool fits = r.type == ElementType::f32 && r.contiguous() && r.rank == y.rank;
+    for (int i = 0; fits && i < r.rank; ++i) fits = r.shape[i] == y.shape[i];
+    if (fits) R = r.as<const float>();
+  }
+  auto add_residual = [&](int64_t b, int64_t e) {
+    if (R) cpu::binary(isa, Binary::add, C + b, N, R + b, N, C + b, N, e - b, 0, T);
+  };
   if (s.packed) {  // row ranges in multiples of kPackRows (the pool's grain), as matmul_packed needs
     const uint8_t* P = s.packed->data;
     if (auto st = cpu::matmul_packed(isa, s.wtype, P, N, K, X, xrb, T, C, N, 0, 0); !st)
       return make_error(s.node->describe() + ": " + st.error().what, st.error().hint);
     pool->parallel_for(N, kPackRows, [&](int64_t b, int64_t e, int t) {
       (void)cpu::matmul_packed(isa, s.wtype, P, N, K, X, xrb, T, C, N, b, e);  // validated above
+      add_residual(b, e);
       queue_next_weights(s, t);
     });
-    return {};
+  } else {
+    if (auto st = cpu::matmul(isa, s.wtype, s.weight, s.w_row_bytes, K, X, xrb, T, C, N, 0, 0); !st)
+      return make_error(s.node->describe() + ": " + st.error().what, st.error().hint);
+    pool->parallel_for(N, 16, [&](int64_t b, int64_t e, int) {
+      (void)cpu::matmul(isa, s.wtype, s.weight, s.w_row_bytes, K, X, xrb, T, C, N, b, e);  // validated above
+      add_residual(b, e);
+    });
   }
-  if (auto st = cpu::matmul(isa, s.wtype, s.weight, s.w_row_bytes, K, X, xrb, T, C, N, 0, 0); !st)
-    return make_error(s.node->describe() + ": " + st.error().what, st.error().hint);
-  pool->parallel_for(N, 16, [&](int64_t b, int64_t e, int) {
-    (void)cpu::matmul(isa, s.wtype, s.weight, s.w_row_bytes, K, X, xrb, T, C, N, b, e);  // validated above
-  });
+  if (R) s.added_run = run_count;
   return {};
 }
 
@@ -198,11 +212,23 @@ Status Executor::Impl::rmsnorm(Step& s, bool* done) {
   const float* xp = x.as<const float>();
   Val& y = alloc_out(s, std::span<const int64_t>(x.shape, static_cast<size_t>(x.rank)));
   float* yp = y.as<float>();
-  pool->parallel_for(rows, cheap_grain(H), [&](int64_t b, int64_t e, int) { cpu::rmsnorm(isa, xp, H, gamma, eps, yp, H, H, b, e); });
+  const Prequant pq = prequant(s, H, rows);
+  FirstError err;
+  pool->parallel_for(rows, cheap_grain(H), [&](int64_t b, int64_t e, int) {
+    cpu::rmsnorm(isa, xp, H, gamma, eps, yp, H, H, b, e);
+    if (pq.m) err.note(quantize_act_rows(isa, pq.m->wtype, yp + b * H, H, e - b, H, pq.q + static_cast<size_t>(b) * pq.rb, pq.rb));
+  });
+  if (err.set) return make_error(s.node->describe() + ": " + err.status.error().what);
+  if (pq.m) pq.m->prequant_run = run_count;
   return {};
 }
 
 Status Executor::Impl::binary(Step& s, bool* done) {
+  if (s.add_by >= 0 && steps[static_cast<size_t>(s.add_by)].added_run == run_count) {  // done in the matmul's epilogue
+    Val v = vals[steps[static_cast<size_t>(s.add_by)].out];
+    out(s) = std::move(v);
+    return {};
+  }
   const Val* a = &in(s, 0);
   const Val* b = &in(s, 1);
   if (a->type != ElementType::f32 || b->type != ElementType::f32 || !a->contiguous() || !b->contiguous())
@@ -282,19 +308,27 @@ Status Executor::Impl::glu(Step& s) {
   float* yp = y.as<float>();
   const Act act = static_cast<Act>(s.act);
   // With the matmul after it on quantized activations of these rows (the down projection), each
-  // thread quantizes the rows it wrote (quant_act.h: a row's bytes do not depend on the others).
-  Step* m = s.quant_for >= 0 ? &steps[static_cast<size_t>(s.quant_for)] : nullptr;
-  if (m && m->K != n) m = nullptr;
-  const size_t rb = m ? quant_act_row_bytes(m->wtype, n) : 0;
-  uint8_t* q = m ? pqbuf.ensure(std::max<size_t>(1, static_cast<size_t>(rows) * rb)) : nullptr;
+  // thread quantizes the rows it wrote.
+  const Prequant pq = prequant(s, n, rows);
   FirstError err;
   pool->parallel_for(rows, 4, [&](int64_t b, int64_t e, int) {
     cpu::glu(isa, act, gp, n, up, n, yp, n, n, b, e);
-    if (m) err.note(quantize_act_rows(isa, m->wtype, yp + b * n, n, e - b, n, q + static_cast<size_t>(b) * rb, rb));
+    if (pq.m) err.note(quantize_act_rows(isa, pq.m->wtype, yp + b * n, n, e - b, n, pq.q + static_cast<size_t>(b) * pq.rb, pq.rb));
   });
   if (err.set) return make_error(s.node->describe() + ": " + err.status.error().what);
-  if (m) m->prequant_run = run_count;
+  if (pq.m) pq.m->prequant_run = run_count;
   return {};
+}
+
+Executor::Impl::Prequant Executor::Impl::prequant(const Step& s, int64_t n, int64_t rows) {
+  Prequant p;
+  if (s.quant_for < 0) return p;
+  Step& m = steps[static_cast<size_t>(s.quant_for)];
+  if (m.K != n) return p;  // the plan said so; shapes at run time did not
+  p.m = &m;
+  p.rb = quant_act_row_bytes(m.wtype, n);
+  p.q = pqbuf.ensure(std::max<size_t>(1, static_cast<size_t>(rows) * p.rb));
+  return p;
 }
 
 Status Executor::Impl::rope(Step& s, bool* done) {

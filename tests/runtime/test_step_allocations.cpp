@@ -13,6 +13,7 @@
 
 #include "runtime/compiled_model.h"
 #include "runtime/model_file.h"
+#include "runtime/paged_step_inputs.h"
 
 namespace {
 std::atomic<bool> g_counting{false};
@@ -32,39 +33,6 @@ namespace {
 
 const std::string kStories = std::string(GGFLOW_SHARED) + "/models/stories260K.gguf";
 
-// The paged model's step inputs for `seqs` sequences of one token each at position `pos` (one
-// block each: block s for sequence s).
-struct DecodeInputs {
-  const CompiledModel& cm;
-  std::vector<ir::Tensor> in;
-  explicit DecodeInputs(const CompiledModel& c) : cm(c), in(c.n_inputs()) {}
-  Status set(std::string_view name, std::vector<int64_t> shape, const std::vector<int64_t>& v) {
-    auto i = cm.input(name);
-    if (!i) return i.error();
-    const ir::ElementType t = cm.model().parameters()[cm.signature().inputs[*i]]->out_type();
-    in[*i] = t == ir::ElementType::i64 ? ir::Tensor::i64(std::move(shape), v) : ir::Tensor::i32(std::move(shape), v);
-    return {};
-  }
-  Status step(int64_t seqs, int64_t pos) {
-    std::vector<int64_t> ids, positions, past, begins{0}, blocks, block_begins{0}, sampled;
-    for (int64_t s = 0; s < seqs; ++s) {
-      ids.push_back(1 + (pos + s) % 50);
-      positions.push_back(pos);
-      past.push_back(pos);
-      begins.push_back(s + 1);
-      blocks.push_back(s);
-      block_begins.push_back(s + 1);
-      sampled.push_back(s);
-    }
-    for (auto st : {set("input_ids", {seqs}, ids), set("position_ids", {seqs}, positions), set("past_lens", {seqs}, past),
-                    set("subsequence_begins", {seqs + 1}, begins), set("block_indices", {seqs}, blocks),
-                    set("block_indices_begins", {seqs + 1}, block_begins), set("max_context_len", {}, {pos + 1}),
-                    set("sampled_tokens_indices", {seqs}, sampled)})
-      if (!st) return st;
-    return {};
-  }
-};
-
 TEST(StepAllocations, PagedDecodeStepAllocatesNothing) {
   GGFLOW_REQUIRE_FILE(kStories, ::ggflow::testing::cat(kStories, " is missing"));
   auto file = ModelFile::open(kStories);
@@ -76,7 +44,7 @@ TEST(StepAllocations, PagedDecodeStepAllocatesNothing) {
   ASSERT_TRUE((*cm)->resize_caches(8).ok());
   const int64_t seqs = 3;
   // The first step of a shape builds the tensors it then reuses.
-  DecodeInputs in(**cm);
+  PagedStepInputs in(**cm);
   for (int64_t pos = 0; pos < 2; ++pos) {
     ASSERT_TRUE(in.step(seqs, pos).ok());
     auto st = (*cm)->run(in.in);
