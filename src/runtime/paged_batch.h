@@ -41,10 +41,12 @@ struct ScheduledBatch {
   bool empty() const { return input_ids.empty(); }
 };
 
-// f32 [rows, vocab], row r belongs to batch.sampled_tokens_indices[r].
+// f32 [rows, vocab], row r belongs to batch.sampled_tokens_indices[r]: a view of the runner's
+// own rows (PagedRunner: the model's logits output), valid until its next forward. No copy per
+// step (8 sequences of a 49152-token vocabulary are 1.5 MB).
 struct LogitsRows {
   int64_t vocab = 0;
-  std::vector<float> data;
+  std::span<const float> data;
   int64_t rows() const { return vocab > 0 ? int64_t(data.size()) / vocab : 0; }
   std::span<const float> row(int64_t r) const {
     return std::span<const float>(data).subspan(size_t(r * vocab), size_t(vocab));

@@ -62,7 +62,7 @@ Result<LogitsRows> PagedRunner::forward(const ScheduledBatch& b) {
   const ir::Tensor& l = cm_->output(out_logits_);                                    // f32 [R, 1, V]
   if (l.type() != ir::ElementType::f32 || l.numel() != R * n_vocab_)
     return make_error("PagedRunner: logits are " + l.summary(0) + ", expected f32 with " + std::to_string(R * n_vocab_) + " values");
-  return LogitsRows{n_vocab_, std::vector<float>(l.data<float>(), l.data<float>() + l.numel())};
+  return LogitsRows{n_vocab_, std::span<const float>(l.data<float>(), static_cast<size_t>(l.numel()))};
 }
 
 int PagedRunner::add_sequence() {

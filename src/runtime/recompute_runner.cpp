@@ -32,8 +32,7 @@ Result<LogitsRows> RecomputeRunner::forward(const ScheduledBatch& b) {
       if (!at) return at.error();
       slots_[*at] = static_cast<int32_t>(b.input_ids[t]);
     }
-  LogitsRows out;
-  out.vocab = raw_->hparams().n_vocab;
+  logits_.clear();
   for (size_t r = 0; r < b.sampled_tokens_indices.size(); ++r) {
     const int64_t row = b.sampled_tokens_indices[r];
     int32_t s = 0;
@@ -49,9 +48,9 @@ Result<LogitsRows> RecomputeRunner::forward(const ScheduledBatch& b) {
     raw_->reset();
     auto logits = raw_->step(history);
     if (!logits) return logits.error();
-    out.data.insert(out.data.end(), logits->begin(), logits->end());
+    logits_.insert(logits_.end(), logits->begin(), logits->end());
   }
-  return out;
+  return LogitsRows{raw_->hparams().n_vocab, logits_};
 }
 
 }  // namespace ggflow::runtime

@@ -41,8 +41,7 @@ class FakePagedRunner : public BatchRunner {
       return make_error("injected runner failure", "");
     }
     check(b);
-    LogitsRows out;
-    out.vocab = vocab_;
+    rows_.clear();
     for (size_t r = 0; r < b.sampled_tokens_indices.size(); ++r) {
       const int32_t s = b.sampled_seq[r];
       const int64_t n = b.past_lens[size_t(s)] + (b.subsequence_begins[size_t(s) + 1] - b.subsequence_begins[size_t(s)]);
@@ -52,11 +51,11 @@ class FakePagedRunner : public BatchRunner {
         uint64_t x = h ^ (uint64_t(v) * 0x9e3779b97f4a7c15ull);
         x = (x ^ (x >> 31)) * 0xbf58476d1ce4e5b9ull;
         x ^= x >> 29;
-        out.data.push_back(float(x >> 40) / float(1 << 24));
+        rows_.push_back(float(x >> 40) / float(1 << 24));
       }
     }
-    if (edit_logits) edit_logits(b, out);
-    return out;
+    if (edit_logits) edit_logits(b, std::span<float>(rows_), vocab_);
+    return LogitsRows{vocab_, rows_};
   }
 
   // First structural or KV violation seen ("" if none); tests assert it stays empty.
@@ -65,8 +64,8 @@ class FakePagedRunner : public BatchRunner {
   bool fail_next = false;
   bool keep_log = false;
   std::vector<ScheduledBatch> log;
-  // Tests of bad model output: called on each step's logits before they are returned.
-  std::function<void(const ScheduledBatch&, LogitsRows&)> edit_logits;
+  // Tests of bad model output: called on each step's logits ([rows, vocab]) before they are returned.
+  std::function<void(const ScheduledBatch&, std::span<float> rows, int64_t vocab)> edit_logits;
 
  private:
   void fail(const std::string& what) {
@@ -140,6 +139,7 @@ class FakePagedRunner : public BatchRunner {
   }
 
   int64_t vocab_;
+  std::vector<float> rows_;  // the last forward's logits (LogitsRows views them)
   std::vector<int32_t> kv_;  // token id written in each slot, -1 = never
   Truth truth_;
 };

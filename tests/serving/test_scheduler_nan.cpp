@@ -17,11 +17,11 @@ namespace {
 // Poisons the row of request `victim` once its history holds `at_len` tokens, with `value` at
 // vocabulary entry `at`: the rest of the row stays finite, so only the check can catch it.
 void poison(Harness& h, RequestId victim, int64_t at_len, float value, int64_t at = 7) {
-  h.runner.edit_logits = [&h, victim, at_len, value, at](const ggflow::runtime::ScheduledBatch& b,
-                                                        ggflow::runtime::LogitsRows& out) {
+  h.runner.edit_logits = [&h, victim, at_len, value, at](const ggflow::runtime::ScheduledBatch& b, std::span<float> rows,
+                                                        int64_t vocab) {
     for (size_t r = 0; r < b.sampled_seq.size(); ++r) {
       const RequestId id = b.seq_ids[size_t(b.sampled_seq[r])];
-      if (id == victim && h.engine->sequence(id)->len() == at_len) out.data[size_t(int64_t(r) * out.vocab + at)] = value;
+      if (id == victim && h.engine->sequence(id)->len() == at_len) rows[size_t(int64_t(r) * vocab + at)] = value;
     }
   };
 }
