@@ -1,8 +1,6 @@
 #include "cpu/executor.h"
-#include "cpu/kernels/act.h"
 #include "cpu/kernels/convert.h"
 #include "cpu/kernels/matmul_packed.h"
-#include "cpu/kernels/quant_act.h"
 
 #include <algorithm>
 #include <map>

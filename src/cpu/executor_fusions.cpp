@@ -93,7 +93,7 @@ void Executor::Impl::fuse_residual_adds() {
       const int p = u.producer[a.in[j]], pr = u.producer[a.in[1 - j]];
       if (p < 0 || pr < 0 || pr >= p || u.readers[a.in[j]] != 1) continue;
       Step& m = steps[static_cast<size_t>(p)];
-      if (m.kind != Kind::matmul || m.group >= 0 || m.out != a.in[j] || m.add_in >= 0) continue;
+      if (m.kind != Kind::matmul || m.group >= 0 || m.out != a.in[j]) continue;  // its one reader: this Add
       bool clear = true;
       for (size_t k = static_cast<size_t>(p) + 1; k < i; ++k) clear = clear && !writes_in_place(steps[k].kind);
       if (!clear) continue;

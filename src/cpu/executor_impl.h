@@ -133,14 +133,10 @@ struct Executor::Impl {
   Status binary(Step& s, bool* done);
   Status activation(Step& s, bool* done);
   Status glu(Step& s);
-  // Where a step writing `rows` rows of n puts their quantization for its Step::quant_for job (m
-  // null: it does not); the step then sets m->prequant_run.
-  struct Prequant {
-    Step* m = nullptr;
-    uint8_t* q = nullptr;
-    size_t rb = 0;
-  };
-  Prequant prequant(const Step& s, int64_t n, int64_t rows);
+  // Rows [0, rows) of n floats at y written by kernel(b, e) over the pool (parts of `grain` rows);
+  // with Step::quant_for, each part then quantizes the rows it wrote for that matmul job (pqbuf).
+  template <class F>
+  Status write_rows(const Step& s, int64_t rows, int64_t grain, int64_t n, float* y, F kernel);
   Status rope(Step& s, bool* done);
   Status gather_rows(Step& s, bool* done);
   Status paged_attention(Step& s, bool* done);

@@ -82,6 +82,24 @@ Status Executor::Impl::quantize_rows(const Step& s, const float* x, int64_t T, c
   return {};
 }
 
+// quant_act.h: a row's bytes do not depend on the other rows, so who quantizes which rows changes
+// nothing; the job (quantize_rows) finds them in pqbuf when prequant_run is this run.
+template <class F>
+Status Executor::Impl::write_rows(const Step& s, int64_t rows, int64_t grain, int64_t n, float* y, F kernel) {
+  Step* m = s.quant_for >= 0 ? &steps[static_cast<size_t>(s.quant_for)] : nullptr;
+  if (m && m->K != n) m = nullptr;  // the plan said so; the shapes at run time do not
+  const size_t rb = m ? quant_act_row_bytes(m->wtype, n) : 0;
+  uint8_t* q = m ? pqbuf.ensure(std::max<size_t>(1, static_cast<size_t>(rows) * rb)) : nullptr;
+  FirstError err;
+  pool->parallel_for(rows, grain, [&](int64_t b, int64_t e, int) {
+    kernel(b, e);
+    if (m) err.note(quantize_act_rows(isa, m->wtype, y + b * n, n, e - b, n, q + static_cast<size_t>(b) * rb, rb));
+  });
+  if (err.set) return make_error(s.node->describe() + ": " + err.status.error().what);
+  if (m) m->prequant_run = run_count;
+  return {};
+}
+
 Status Executor::Impl::matmul(Step& s, bool* done) {
   if (s.group >= 0) {
     MatmulGroup& g = groups[static_cast<size_t>(s.group)];
@@ -212,15 +230,8 @@ Status Executor::Impl::rmsnorm(Step& s, bool* done) {
   const float* xp = x.as<const float>();
   Val& y = alloc_out(s, std::span<const int64_t>(x.shape, static_cast<size_t>(x.rank)));
   float* yp = y.as<float>();
-  const Prequant pq = prequant(s, H, rows);
-  FirstError err;
-  pool->parallel_for(rows, cheap_grain(H), [&](int64_t b, int64_t e, int) {
-    cpu::rmsnorm(isa, xp, H, gamma, eps, yp, H, H, b, e);
-    if (pq.m) err.note(quantize_act_rows(isa, pq.m->wtype, yp + b * H, H, e - b, H, pq.q + static_cast<size_t>(b) * pq.rb, pq.rb));
-  });
-  if (err.set) return make_error(s.node->describe() + ": " + err.status.error().what);
-  if (pq.m) pq.m->prequant_run = run_count;
-  return {};
+  return write_rows(s, rows, cheap_grain(H), H, yp,
+                    [&](int64_t b, int64_t e) { cpu::rmsnorm(isa, xp, H, gamma, eps, yp, H, H, b, e); });
 }
 
 Status Executor::Impl::binary(Step& s, bool* done) {
@@ -307,28 +318,7 @@ Status Executor::Impl::glu(Step& s) {
   Val& y = alloc_out(s, std::span<const int64_t>(g.shape, static_cast<size_t>(g.rank)));
   float* yp = y.as<float>();
   const Act act = static_cast<Act>(s.act);
-  // With the matmul after it on quantized activations of these rows (the down projection), each
-  // thread quantizes the rows it wrote.
-  const Prequant pq = prequant(s, n, rows);
-  FirstError err;
-  pool->parallel_for(rows, 4, [&](int64_t b, int64_t e, int) {
-    cpu::glu(isa, act, gp, n, up, n, yp, n, n, b, e);
-    if (pq.m) err.note(quantize_act_rows(isa, pq.m->wtype, yp + b * n, n, e - b, n, pq.q + static_cast<size_t>(b) * pq.rb, pq.rb));
-  });
-  if (err.set) return make_error(s.node->describe() + ": " + err.status.error().what);
-  if (pq.m) pq.m->prequant_run = run_count;
-  return {};
-}
-
-Executor::Impl::Prequant Executor::Impl::prequant(const Step& s, int64_t n, int64_t rows) {
-  Prequant p;
-  if (s.quant_for < 0) return p;
-  Step& m = steps[static_cast<size_t>(s.quant_for)];
-  if (m.K != n) return p;  // the plan said so; shapes at run time did not
-  p.m = &m;
-  p.rb = quant_act_row_bytes(m.wtype, n);
-  p.q = pqbuf.ensure(std::max<size_t>(1, static_cast<size_t>(rows) * p.rb));
-  return p;
+  return write_rows(s, rows, 4, n, yp, [&](int64_t b, int64_t e) { cpu::glu(isa, act, gp, n, up, n, yp, n, n, b, e); });
 }
 
 Status Executor::Impl::rope(Step& s, bool* done) {
