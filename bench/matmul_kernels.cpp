@@ -158,29 +158,7 @@ void bench_gemm(GgmlType t, int64_t N, int64_t K, int64_t T) {
   }
 }
 
-// Baseline: one thread reading 256 MiB (plain loop, the compiler vectorizes it).
-void bench_read() {
-  std::vector<uint64_t> a((256u << 20) / 8, 1);
-  double best = 1e30;
-  uint64_t sum = 0;
-  for (int r = 0; r < 5; ++r) {
-    const auto t0 = Clock::now();
-    uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-    for (size_t i = 0; i < a.size(); i += 4) {
-      s0 += a[i];
-      s1 += a[i + 1];
-      s2 += a[i + 2];
-      s3 += a[i + 3];
-    }
-    sum += s0 + s1 + s2 + s3;
-    best = std::min(best, seconds_since(t0));
-  }
-  std::printf("DRAM read, one thread: %.2f GB/s (checksum %llu)\n", a.size() * 8 / best * 1e-9,
-              static_cast<unsigned long long>(sum));
-}
-
 void gemv_bench() {
-  bench_read();
   bench_gemv(GgmlType::Q4_1, 1536, 576);
   bench_gemv(GgmlType::Q4_1, 576, 1536);
   bench_gemv(GgmlType::Q8_0, 49152, 576);
@@ -293,14 +271,46 @@ void layers_bench(int64_t T) {
   std::free(arena);
 }
 
+// Read bandwidth of this host (the roofline's memory bound): 1 GiB in huge pages, summed as u64 by
+// 1 and 2 threads of the ThreadPool (each its share), best of 5 passes.
+void bandwidth_bench() {
+  const size_t bytes = size_t{1} << 30, huge = size_t{2} << 20;
+  auto* buf = static_cast<uint64_t*>(std::aligned_alloc(huge, bytes));
+  if (!buf) std::exit(1);
+  madvise(buf, bytes, MADV_HUGEPAGE);
+  const int64_t words = static_cast<int64_t>(bytes / 8);
+  for (int64_t i = 0; i < words; ++i) buf[i] = static_cast<uint64_t>(i) * 0x9E3779B97F4A7C15ull;
+  for (int threads : {1, 2}) {
+    ThreadPool pool(threads);
+    std::atomic<uint64_t> sink{0};
+    double best = 1e30;
+    for (int pass = 0; pass < 5; ++pass) {
+      const auto t0 = Clock::now();
+      pool.parallel_for(words, words / threads, [&](int64_t b, int64_t e, int) {
+        uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+        for (int64_t i = b; i + 4 <= e; i += 4) s0 += buf[i], s1 += buf[i + 1], s2 += buf[i + 2], s3 += buf[i + 3];
+        sink += s0 + s1 + s2 + s3;
+      });
+      best = std::min(best, seconds_since(t0));
+    }
+    std::printf("read bandwidth, %d thread(s): %.1f GB/s (1 GiB, best of 5; sink %llx)\n", threads,
+                static_cast<double>(bytes) / best * 1e-9, static_cast<unsigned long long>(sink.load()));
+  }
+  std::free(buf);
+}
+
 }  // namespace
 }  // namespace ggflow::cpu
 
 // No argument: everything. "gemm8 [MiB]": the shapes of an 8-sequence decode step only, the cold
 // rotation over MiB of copies (default 128: beyond this host's last-level cache; 64 stays in it). "barrier": the
 // thread pool's cost per parallel step. "layers [T]": SmolLM2's layer matmuls of a decode step at T tokens
-// (default 8) over the thread pool.
+// (default 8) over the thread pool. "bandwidth": this host's read bandwidth on 1 and 2 threads.
 int main(int argc, char** argv) {
+  if (argc > 1 && std::strcmp(argv[1], "bandwidth") == 0) {
+    ggflow::cpu::bandwidth_bench();
+    return 0;
+  }
   if (argc > 1 && std::strcmp(argv[1], "barrier") == 0) {
     ggflow::cpu::barrier_bench();
     return 0;
@@ -314,6 +324,7 @@ int main(int argc, char** argv) {
     ggflow::cpu::gemm8_bench();
     return 0;
   }
+  ggflow::cpu::bandwidth_bench();
   ggflow::cpu::gemv_bench();
   ggflow::cpu::gemm_bench();
   return 0;
