@@ -166,6 +166,7 @@ Status Executor::Impl::compile(const ir::Model& m) {
       uint32_t& m_last = last[steps[static_cast<size_t>(s.add_by)].out];
       m_last = std::max(m_last, last[s.out]);
     }
+    if (s.rope_by >= 0) last[s.in[0]] = std::max(last[s.in[0]], last[s.out]);  // rotated in place: a view of its input
     if (!is_view_kind(s.kind)) continue;
     uint32_t out_last = 0;
     for (size_t o = 0; o < std::max<size_t>(1, s.node->n_outputs()); ++o) out_last = std::max(out_last, last[s.out + o]);
@@ -193,7 +194,10 @@ Status Executor::Impl::compile(const ir::Model& m) {
     for (uint32_t p = g.steps.front() + 1; p <= g.steps.back(); ++p) ok = ok && release[p].empty();
     for (size_t j = 1; j < g.steps.size(); ++j) ok = ok && g.steps[j] == g.steps[0] + j;
     if (!ok)
-      for (uint32_t i : g.steps) steps[i].group = -1;
+      for (uint32_t i : g.steps) {
+        steps[i].group = -1;
+        if (steps[i].rope >= 0) steps[static_cast<size_t>(steps[i].rope)].rope_by = -1, steps[i].rope = -1;
+      }
   }
   std::erase_if(groups, [&](const MatmulGroup& g) { return steps[g.steps.front()].group < 0; });
   for (size_t g = 0; g < groups.size(); ++g)
@@ -581,13 +585,15 @@ Isa Executor::isa() const { return impl_->isa; }
 int Executor::threads() const { return impl_->pool->size(); }
 int64_t Executor::fallbacks() const { return impl_->fallbacks; }
 std::string Executor::plan_summary() const {
-  long long matmuls = 0, packed = 0, norms = 0, fused_norms = 0, norm_quants = 0, glus = 0, glu_quants = 0, adds = 0;
+  long long matmuls = 0, packed = 0, norms = 0, fused_norms = 0, norm_quants = 0, glus = 0, glu_quants = 0, adds = 0,
+            ropes = 0;
   size_t packed_bytes = 0;
   for (const Step& s : impl_->steps) {
     if (s.kind == Kind::matmul) {
       ++matmuls;
       if (s.packed) ++packed, packed_bytes += s.packed->bytes;
       adds += s.add_in >= 0;
+      ropes += s.rope >= 0;
     }
     if (s.kind == Kind::rmsnorm) ++norms, fused_norms += s.in.size() == 2, norm_quants += s.quant_for >= 0;
     if (s.kind == Kind::glu) ++glus, glu_quants += s.quant_for >= 0;
@@ -597,10 +603,11 @@ std::string Executor::plan_summary() const {
   char buf[512];
   std::snprintf(buf, sizeof buf,
                 "%lld matmuls, %lld on packed weights (%.1f MiB), %zu in %zu groups sharing an input, %lld adding "
-                "the residual in their epilogue; %lld RMSNorm, %lld with the norm weight fused, %lld quantizing for "
-                "the matmuls after them; %lld activation x up as one GLU step (%lld quantizing for the matmul after it)",
-                matmuls, packed, packed_bytes / 1048576.0, grouped, impl_->groups.size(), adds, norms, fused_norms,
-                norm_quants, glus, glu_quants);
+                "the residual in their epilogue, %lld applying the RoPE after them in theirs; %lld RMSNorm, %lld with "
+                "the norm weight fused, %lld quantizing for the matmuls after them; %lld activation x up as one GLU "
+                "step (%lld quantizing for the matmul after it)",
+                matmuls, packed, packed_bytes / 1048576.0, grouped, impl_->groups.size(), adds, ropes, norms,
+                fused_norms, norm_quants, glus, glu_quants);
   return buf;
 }
 

@@ -4,9 +4,12 @@
 // compile() (they reorder the plan); these run after them:
 //   - GLU: Multiply(Swish|Gelu(g), u) as one step;
 //   - residual adds: Add(MatMul(x, W), r) done by the matmul, each thread on the columns it wrote;
+//   - RoPE: RoPE(Reshape(MatMul(x, W)), pos) of a group member (the Q and K projections) done by
+//     the group, each thread rotating the whole heads it wrote;
 //   - prequantization: a GLU or an RMSNorm whose only readers are one packed matmul job (a single
 //     matmul or one group) quantizes its rows for it on the thread that wrote them.
 #include <algorithm>
+#include <numeric>
 
 #include "cpu/executor_impl.h"
 #include "cpu/kernels/act.h"
@@ -51,6 +54,7 @@ bool quantized_packed(const Step& m) { return m.kind == Kind::matmul && m.packed
 void Executor::Impl::fuse_steps() {
   fuse_glus();
   fuse_residual_adds();
+  fuse_ropes();
   plan_prequant();
 }
 
@@ -101,6 +105,61 @@ void Executor::Impl::fuse_residual_adds() {
       a.add_by = p;
       break;
     }
+  }
+}
+
+// RoPE(Reshape(MatMul(x, W)), pos) where the matmul is a group member read only by that Reshape,
+// the Reshape read only by the RoPE and by ShapeOf steps (which read no bytes), and the positions
+// a view of a value computed before the group (in the paged graph they are reshaped to a shape
+// taken from the matmul's output, after it): the group rotates each member's rows once its thread
+// has computed them (cpu::rope_apply, in place, on the same rows with the same tables: the same
+// bits), split in parts of whole heads, and the RoPE's value is the Reshape's. No step in between
+// may write bytes in place.
+void Executor::Impl::fuse_ropes() {
+  const Uses u = uses_of(steps);
+  std::vector<uint32_t> shape_reads(u.readers.size(), 0);
+  for (const Step& s : steps)
+    if (s.kind == Kind::shape_of)
+      for (uint32_t v : s.in) ++shape_reads[v];
+  auto is_reshape = [](Kind k) { return k == Kind::reshape || k == Kind::squeeze || k == Kind::unsqueeze; };
+  for (size_t i = 0; i < steps.size(); ++i) {
+    Step& r = steps[i];
+    if (r.kind != Kind::rope || r.in.size() < 2 || r.in.size() > 3 || r.node->input(0).type() != ir::ElementType::f32)
+      continue;
+    const ir::Shape& xs = r.node->input(0).shape();
+    if (!xs.rank_known() || xs.rank() < 3 || !xs[xs.rank() - 1].is_static() || xs[xs.rank() - 1].value() <= 0) continue;
+    const int64_t S = xs[xs.rank() - 1].value();
+    const int pv = u.producer[r.in[0]];
+    if (pv < 0 || steps[static_cast<size_t>(pv)].kind != Kind::reshape || u.readers[r.in[0]] != 1 + shape_reads[r.in[0]])
+      continue;
+    const uint32_t mv = steps[static_cast<size_t>(pv)].in[0];
+    const int pm = u.producer[mv];
+    if (pm < 0) continue;
+    Step& m = steps[static_cast<size_t>(pm)];
+    if (m.kind != Kind::matmul || m.group < 0 || m.out != mv || u.readers[mv] != 1 || m.rope >= 0 || m.add_in >= 0 ||
+        m.N % S != 0)
+      continue;
+    MatmulGroup& g = groups[static_cast<size_t>(m.group)];
+    const int lead = static_cast<int>(g.steps.front());
+    uint32_t p = r.in[1];  // the positions, back through reshapes to a value computed before the group
+    while (u.producer[p] > lead && is_reshape(steps[static_cast<size_t>(u.producer[p])].kind))
+      p = steps[static_cast<size_t>(u.producer[p])].in[0];
+    if (u.producer[p] < 0 || u.producer[p] >= lead) continue;
+    if (r.in.size() == 3 && (u.producer[r.in[2]] < 0 || steps[static_cast<size_t>(u.producer[r.in[2]])].kind != Kind::constant))
+      continue;
+    bool clear = true;
+    for (size_t k = static_cast<size_t>(lead) + 1; k < i; ++k) clear = clear && !writes_in_place(steps[k].kind);
+    if (!clear) continue;
+    int64_t first = 0;  // the member's first row in the group's split: on a head
+    for (uint32_t j : g.steps) {
+      if (j == static_cast<uint32_t>(pm)) break;
+      first += steps[j].N;
+    }
+    const int64_t grain = std::lcm(g.grain, S);
+    if (first % S != 0 || grain > 256) continue;
+    g.grain = grain;
+    m.rope = static_cast<int>(i), m.rope_pos = static_cast<int>(p);
+    r.rope_by = pm;
   }
 }
 

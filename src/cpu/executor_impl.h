@@ -9,6 +9,7 @@
 
 #include "cpu/executor.h"
 #include "cpu/executor_values.h"
+#include "cpu/kernels/rope.h"
 #include "cpu/packed_weights.h"
 #include "cpu/thread_pool.h"
 #include "gguf/types.h"
@@ -51,6 +52,10 @@ struct Step {
   int add_in = -1;           // matmul: the value it adds to its output (a fused residual Add), if any
   uint64_t added_run = 0;    // matmul: the run in which it did
   int add_by = -1;           // binary Add: the matmul step that computes it in its epilogue, if any
+  int rope = -1;             // group matmul: the RoPE step it applies in its epilogue (Q or K), if any
+  int rope_pos = -1;         // group matmul: the value holding that RoPE's positions (computed before it)
+  uint64_t roped_run = 0;    // group matmul: the run in which it did
+  int rope_by = -1;          // rope: the group matmul that rotates its input in its epilogue, if any
   int next_kv_params[2] = {-1, -1};  // paged_attention: the next one's K and V cache parameters, if any
   int next_job = -1;         // packed matmul job (alone or a group's first): the next such job, if any
   std::vector<int64_t> axes;  // slice: its axes, normalized for inputs of rank axes_rank
@@ -80,6 +85,7 @@ struct MatmulGroup {
   static constexpr size_t kMaxSteps = 8;
   std::vector<uint32_t> steps;  // at most kMaxSteps
   uint64_t ran = 0;  // the run in which the first step computed them all
+  int64_t grain = 16;  // rows per part of the split: a packed group (16), or whole heads when a member ropes
 };
 
 struct Executor::Impl {
@@ -114,6 +120,7 @@ struct Executor::Impl {
   void fuse_steps();
   void fuse_glus();
   void fuse_residual_adds();
+  void fuse_ropes();
   void plan_prequant();
   Result<std::span<const ir::Tensor>> run(std::span<const ir::Tensor> params, std::vector<ir::Tensor>* state,
                                           std::span<const uint8_t> writable);
@@ -138,6 +145,10 @@ struct Executor::Impl {
   template <class F>
   Status write_rows(const Step& s, int64_t rows, int64_t grain, int64_t n, float* y, F kernel);
   Status rope(Step& s, bool* done);
+  // A RoPE step's parameters for heads of S (false: inputs the native kernel does not handle), and
+  // this run's tables for them at positions p (T of them; computed by the first RoPE needing them).
+  bool rope_params(const Step& s, int64_t S, RopeParams* rp);
+  Result<const float*> find_rope_tables(const Step& s, const RopeParams& rp, int64_t S, const Val& p, int64_t T);
   Status gather_rows(Step& s, bool* done);
   Status paged_attention(Step& s, bool* done);
   Status sdpa(Step& s, bool* done);

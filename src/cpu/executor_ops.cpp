@@ -160,7 +160,8 @@ void Executor::Impl::queue_next_weights(const Step& s, int thread) {
   int64_t rows = 0;
   for (uint32_t m : members) rows += steps[m].N;
   int64_t b, e;
-  ThreadPool::part_of(rows, kPackRows, pool->size(), thread, &b, &e);
+  ThreadPool::part_of(rows, lead.group >= 0 ? groups[static_cast<size_t>(lead.group)].grain : kPackRows, pool->size(),
+                      thread, &b, &e);
   SidePrefetch& q = weight_prefetch();
   q.clear();
   for (int64_t first = 0; uint32_t m : members) {
@@ -199,16 +200,44 @@ Status Executor::Impl::matmul_group(MatmulGroup& g, bool* done) {
     if (auto st = cpu::matmul_packed(isa, s.wtype, s.packed->data, s.N, K, X, xrb, T, C[j], s.N, 0, 0); !st)
       return make_error(s.node->describe() + ": " + st.error().what, st.error().hint);
   }
-  pool->parallel_for(first_row[nm], kPackRows, [&](int64_t b, int64_t e, int t) {
+  // Members rotating their rows in the epilogue (Step::rope): the RoPE's parameters and this run's
+  // tables; a member whose values at hand do not fit leaves its RoPE step to run itself.
+  struct Rotation {
+    RopeParams rp;
+    const float* tables = nullptr;
+    int64_t S = 0, nd = 0;
+  } rot[MatmulGroup::kMaxSteps];
+  for (size_t j = 0; j < nm; ++j) {
+    const Step& s = steps[g.steps[j]];
+    if (s.rope < 0) continue;
+    const Step& r = steps[static_cast<size_t>(s.rope)];
+    const Val& p = vals[static_cast<size_t>(s.rope_pos)];
+    const ir::Shape& xs = r.node->input(0).shape();
+    const int64_t S = xs[xs.rank() - 1].value();  // static (fuse_ropes)
+    if (!ir::is_integer(p.type) || !p.contiguous() || p.numel() != T || s.N % S != 0 || first_row[j] % g.grain != 0 ||
+        !rope_params(r, S, &rot[j].rp))
+      continue;
+    auto tables = find_rope_tables(r, rot[j].rp, S, p, T);
+    if (!tables) return tables.error();
+    rot[j].tables = *tables, rot[j].S = S, rot[j].nd = rope_dims(rot[j].rp, S);
+  }
+  pool->parallel_for(first_row[nm], g.grain, [&](int64_t b, int64_t e, int t) {
     for (size_t j = 0; j < nm; ++j) {
       const int64_t lo = std::max(b, first_row[j]), hi = std::min(e, first_row[j + 1]);
       if (lo >= hi) continue;
       const Step& s = steps[g.steps[j]];
-      (void)cpu::matmul_packed(isa, s.wtype, s.packed->data, s.N, K, X, xrb, T, C[j], s.N, lo - first_row[j],
-                               hi - first_row[j]);  // validated above
+      const int64_t n0 = lo - first_row[j], n1 = hi - first_row[j];
+      (void)cpu::matmul_packed(isa, s.wtype, s.packed->data, s.N, K, X, xrb, T, C[j], s.N, n0, n1);  // validated above
+      if (const Rotation& rt = rot[j]; rt.tables)  // whole heads: the grain is a multiple of S
+        for (int64_t i = 0; i < T; ++i) {
+          float* y = C[j] + i * s.N + n0;
+          rope_apply(isa, rt.rp, rt.S, rt.tables + i * 2 * rt.nd, y, y, (n1 - n0) / rt.S);
+        }
     }
     queue_next_weights(lead, t);
   });
+  for (size_t j = 0; j < nm; ++j)
+    if (rot[j].tables) steps[g.steps[j]].roped_run = run_count;
   g.ran = run_count;
   return {};
 }
@@ -321,29 +350,27 @@ Status Executor::Impl::glu(Step& s) {
   return write_rows(s, rows, 4, n, yp, [&](int64_t b, int64_t e) { cpu::glu(isa, act, gp, n, up, n, yp, n, n, b, e); });
 }
 
-Status Executor::Impl::rope(Step& s, bool* done) {
-  const Val& x0 = in(s, 0);
-  const Val& p = in(s, 1);
-  if (x0.type != ElementType::f32 || x0.rank < 3 || !ir::is_integer(p.type) || !p.contiguous())
-    return *done = false, Status{};
+bool Executor::Impl::rope_params(const Step& s, int64_t S, RopeParams* rp) {
   const auto& a = s.node->attrs<ir::RopeAttrs>();
-  const int64_t H = x0.dim(-2), S = x0.dim(-1), T = H * S != 0 ? x0.numel() / (H * S) : 0;
-  if (p.numel() != T) return *done = false, Status{};  // positions broadcast: the reference kernel
-  RopeParams rp;
-  rp.n_dims = a.n_dims;
-  rp.mode = a.mode == ir::RopeMode::neox ? RopeMode::neox : RopeMode::normal;
-  rp.freq_base = a.freq_base;
-  rp.freq_scale = a.freq_scale;
-  rp.attn_factor = a.attn_factor;
+  rp->n_dims = a.n_dims;
+  rp->mode = a.mode == ir::RopeMode::neox ? RopeMode::neox : RopeMode::normal;
+  rp->freq_base = a.freq_base;
+  rp->freq_scale = a.freq_scale;
+  rp->attn_factor = a.attn_factor;
+  rp->freq_factors = nullptr;
   if (s.in.size() == 3) {
     const Val& ff = in(s, 2);
-    if (ff.type != ElementType::f32 || !ff.contiguous() || ff.numel() < rope_dims(rp, S) / 2) return *done = false, Status{};
-    rp.freq_factors = ff.as<const float>();
+    if (ff.type != ElementType::f32 || !ff.contiguous() || ff.numel() < rope_dims(*rp, S) / 2) return false;
+    rp->freq_factors = ff.as<const float>();
   }
+  return true;
+}
+
+Result<const float*> Executor::Impl::find_rope_tables(const Step& s, const RopeParams& rp, int64_t S, const Val& p,
+                                                 int64_t T) {
   if (auto st = rope_check(rp, S); !st) return make_error(s.node->describe() + ": " + st.error().what);
   int32_t* pos = reinterpret_cast<int32_t*>(ibuf.ensure(static_cast<size_t>(std::max<int64_t>(T, 1)) * 4));
-  if (auto st = to_i32(p, pos, *s.node); !st) return st;
-  // This run's tables for these parameters and positions, computed by the first RoPE that needs them.
+  if (auto st = to_i32(p, pos, *s.node); !st) return st.error();
   const int64_t nd = rope_dims(rp, S);
   RopeTables* tb = nullptr;
   for (RopeTables& r : rope_tables)
@@ -364,13 +391,34 @@ Status Executor::Impl::rope(Step& s, bool* done) {
       for (int64_t t = b; t < e; ++t) rope_cache(rp, S, pos[t], tables + t * 2 * nd);
     });
   }
+  return tables;
+}
+
+Status Executor::Impl::rope(Step& s, bool* done) {
+  if (s.rope_by >= 0 && steps[static_cast<size_t>(s.rope_by)].roped_run == run_count) {  // rotated in the matmul's epilogue
+    Val v = in(s, 0);
+    out(s) = std::move(v);
+    return {};
+  }
+  const Val& x0 = in(s, 0);
+  const Val& p = in(s, 1);
+  if (x0.type != ElementType::f32 || x0.rank < 3 || !ir::is_integer(p.type) || !p.contiguous())
+    return *done = false, Status{};
+  const int64_t H = x0.dim(-2), S = x0.dim(-1), T = H * S != 0 ? x0.numel() / (H * S) : 0;
+  if (p.numel() != T) return *done = false, Status{};  // positions broadcast: the reference kernel
+  RopeParams rp;
+  if (!rope_params(s, S, &rp)) return *done = false, Status{};
+  auto tables = find_rope_tables(s, rp, S, p, T);
+  if (!tables) return tables.error();
+  const int64_t nd = rope_dims(rp, S);
   Val tmp;
   const Val& x = dense(x0, scratch, tmp);
   const float* xp = x.as<const float>();
   Val& y = alloc_out(s, std::span<const int64_t>(x.shape, static_cast<size_t>(x.rank)));
   float* yp = y.as<float>();
+  const float* tb = *tables;
   pool->parallel_for(T, cheap_grain(H * S), [&](int64_t b, int64_t e, int) {
-    for (int64_t t = b; t < e; ++t) rope_apply(isa, rp, S, tables + t * 2 * nd, xp + t * H * S, yp + t * H * S, H);
+    for (int64_t t = b; t < e; ++t) rope_apply(isa, rp, S, tb + t * 2 * nd, xp + t * H * S, yp + t * H * S, H);
   });
   return {};
 }

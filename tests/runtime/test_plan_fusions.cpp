@@ -4,7 +4,7 @@
 // on every SIMD ISA this CPU has. With them, 59 of the 60 residual adds run in the epilogue of the
 // matmul before them (the last layer's attention add reads the output-row selection's rows, not
 // the matmul's) and, on packed weights, the 60 RMSNorms before the Q/K/V and gate/up groups
-// quantize their rows for them.
+// quantize their rows for them and the Q/K/V groups apply 58 of the 60 RoPEs in their epilogue.
 #include <gtest/gtest.h>
 
 #include "require_file.h"
@@ -67,7 +67,10 @@ TEST(PlanFusions, SmolLM2SameBitsWithAndWithout) {
     EXPECT_NE(with->plan.find(packed ? "60 quantizing for the matmuls after them" : " 0 quantizing for the matmuls after them"),
               std::string::npos)
         << with->plan;
+    // the RoPE of every layer's Q and K but the first's (whose positions are computed after its group)
+    EXPECT_NE(with->plan.find(packed ? " 58 applying the RoPE" : " 0 applying the RoPE"), std::string::npos) << with->plan;
     EXPECT_NE(without->plan.find(" 0 adding the residual"), std::string::npos) << without->plan;
+    EXPECT_NE(without->plan.find(" 0 applying the RoPE"), std::string::npos) << without->plan;
     EXPECT_NE(without->plan.find(" 0 quantizing for the matmuls after them"), std::string::npos) << without->plan;
     ASSERT_EQ(with->logits.size(), without->logits.size());
     ASSERT_EQ(with->logits.size(), static_cast<size_t>(1 + 3 * 8) * 49152u);
