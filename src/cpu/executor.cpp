@@ -586,13 +586,14 @@ int Executor::threads() const { return impl_->pool->size(); }
 int64_t Executor::fallbacks() const { return impl_->fallbacks; }
 std::string Executor::plan_summary() const {
   long long matmuls = 0, packed = 0, norms = 0, fused_norms = 0, norm_quants = 0, glus = 0, glu_quants = 0, adds = 0,
-            ropes = 0;
+            biases = 0, ropes = 0;
   size_t packed_bytes = 0;
   for (const Step& s : impl_->steps) {
     if (s.kind == Kind::matmul) {
       ++matmuls;
       if (s.packed) ++packed, packed_bytes += s.packed->bytes;
-      adds += s.add_in >= 0;
+      adds += s.add_in >= 0 && !s.add_row;
+      biases += s.add_row;
       ropes += s.rope >= 0;
     }
     if (s.kind == Kind::rmsnorm) ++norms, fused_norms += s.in.size() == 2, norm_quants += s.quant_for >= 0;
@@ -603,10 +604,10 @@ std::string Executor::plan_summary() const {
   char buf[512];
   std::snprintf(buf, sizeof buf,
                 "%lld matmuls, %lld on packed weights (%.1f MiB), %zu in %zu groups sharing an input, %lld adding "
-                "the residual in their epilogue, %lld applying the RoPE after them in theirs; %lld RMSNorm, %lld with "
-                "the norm weight fused, %lld quantizing for the matmuls after them; %lld activation x up as one GLU "
-                "step (%lld quantizing for the matmul after it)",
-                matmuls, packed, packed_bytes / 1048576.0, grouped, impl_->groups.size(), adds, ropes, norms,
+                "the residual in their epilogue, %lld their bias, %lld applying the RoPE after them in theirs; %lld "
+                "RMSNorm, %lld with the norm weight fused, %lld quantizing for the matmuls after them; %lld activation "
+                "x up as one GLU step (%lld quantizing for the matmul after it)",
+                matmuls, packed, packed_bytes / 1048576.0, grouped, impl_->groups.size(), adds, biases, ropes, norms,
                 fused_norms, norm_quants, glus, glu_quants);
   return buf;
 }

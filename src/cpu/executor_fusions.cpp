@@ -3,8 +3,9 @@
 // same kernels run on the same values, only where and when changes. Matmul groups are formed in
 // compile() (they reorder the plan); these run after them:
 //   - GLU: Multiply(Swish|Gelu(g), u) as one step;
-//   - residual adds: Add(MatMul(x, W), r) done by the matmul, each thread on the columns it wrote;
-//   - RoPE: RoPE(Reshape(MatMul(x, W)), pos) of a group member (the Q and K projections) done by
+//   - epilogue adds: Add(MatMul(x, W), r), r a residual or a constant row (a bias), done by the
+//     matmul (or its group), each thread on the columns it wrote;
+//   - RoPE: RoPE(Reshape(MatMul(x, W) [+ b]), pos) of a group member (the Q and K projections) done by
 //     the group, each thread rotating the whole heads it wrote;
 //   - prequantization: a GLU or an RMSNorm whose only readers are one packed matmul job (a single
 //     matmul or one group) quantizes its rows for it on the thread that wrote them.
@@ -43,6 +44,19 @@ bool same_f32_shapes(const ir::Node& n) {
          n.input(0).shape() == n.input(1).shape() && n.input(0).shape().rank_known() && n.input(0).shape().rank() >= 1;
 }
 
+// Input r of a binary node is one f32 row of n (every dim but the last 1), the other input f32 of
+// a known rank at least r's, ending in n: the row is added to each of its rows.
+bool is_row_of(const ir::Node& node, int r, int64_t n) {
+  const ir::Shape &rs = node.input(r).shape(), &xs = node.input(1 - r).shape();
+  if (node.input(r).type() != ir::ElementType::f32 || node.input(1 - r).type() != ir::ElementType::f32 ||
+      !rs.rank_known() || !xs.rank_known() || rs.rank() < 1 || rs.rank() > xs.rank() || !rs[rs.rank() - 1].is(n) ||
+      !xs[xs.rank() - 1].is(n))
+    return false;
+  for (size_t d = 0; d + 1 < rs.rank(); ++d)
+    if (!rs[d].is(1)) return false;
+  return true;
+}
+
 // Steps that write bytes in place (caches, state) or may (the reference kernel of an aliasing op).
 bool writes_in_place(Kind k) {
   return k == Kind::scatter || k == Kind::paged_attention || k == Kind::sdpa || k == Kind::assign || k == Kind::fallback;
@@ -53,7 +67,7 @@ bool quantized_packed(const Step& m) { return m.kind == Kind::matmul && m.packed
 
 void Executor::Impl::fuse_steps() {
   fuse_glus();
-  fuse_residual_adds();
+  fuse_epilogue_adds();
   fuse_ropes();
   plan_prequant();
 }
@@ -83,32 +97,37 @@ void Executor::Impl::fuse_glus() {
   }
 }
 
-// Add(MatMul(x, W), r), the matmul read only there and r computed before it (the residual after
-// the attention's output projection and after the down projection): the matmul adds r to the
-// columns it wrote (cpu::binary, one IEEE add per element, which commutes exactly) and the Add's
-// value is the matmul's. No step in between may write bytes in place (r stays what it was).
-void Executor::Impl::fuse_residual_adds() {
+// Add(MatMul(x, W), r), the matmul read only there and r either computed before it with the
+// same shape (the residual after the attention's output projection and after the down
+// projection) or a constant row of the matmul's N (the Q/K/V biases): the matmul, or its group,
+// adds r to the columns it wrote (cpu::binary, one IEEE add per element, which commutes exactly)
+// and the Add's value is the matmul's. No step in between may write bytes in place (r stays what
+// it was).
+void Executor::Impl::fuse_epilogue_adds() {
   const Uses u = uses_of(steps);
   for (size_t i = 0; i < steps.size(); ++i) {
     Step& a = steps[i];
-    if (a.kind != Kind::binary || a.node->type() != ir::OpType::Add || a.in.size() != 2 || !same_f32_shapes(*a.node))
-      continue;
+    if (a.kind != Kind::binary || a.node->type() != ir::OpType::Add || a.in.size() != 2) continue;
     for (int j = 0; j < 2; ++j) {
       const int p = u.producer[a.in[j]], pr = u.producer[a.in[1 - j]];
-      if (p < 0 || pr < 0 || pr >= p || u.readers[a.in[j]] != 1) continue;
+      if (p < 0 || pr < 0 || u.readers[a.in[j]] != 1) continue;
       Step& m = steps[static_cast<size_t>(p)];
-      if (m.kind != Kind::matmul || m.group >= 0 || m.out != a.in[j]) continue;  // its one reader: this Add
+      if (m.kind != Kind::matmul || m.out != a.in[j]) continue;  // its one reader: this Add
+      const bool row = steps[static_cast<size_t>(pr)].kind == Kind::constant && is_row_of(*a.node, 1 - j, m.N);
+      if (!row && (pr >= p || !same_f32_shapes(*a.node))) continue;
       bool clear = true;
       for (size_t k = static_cast<size_t>(p) + 1; k < i; ++k) clear = clear && !writes_in_place(steps[k].kind);
       if (!clear) continue;
       m.add_in = static_cast<int>(a.in[1 - j]);
+      m.add_row = row;
       a.add_by = p;
       break;
     }
   }
 }
 
-// RoPE(Reshape(MatMul(x, W)), pos) where the matmul is a group member read only by that Reshape,
+// RoPE(Reshape(MatMul(x, W) [+ bias]), pos) where the matmul is a group member read only by that
+// Reshape (or by the Add of its bias, done in its epilogue, read only by the Reshape),
 // the Reshape read only by the RoPE and by ShapeOf steps (which read no bytes), and the positions
 // a view of a value computed before the group (in the paged graph they are reshaped to a shape
 // taken from the matmul's output, after it): the group rotates each member's rows once its thread
@@ -132,12 +151,14 @@ void Executor::Impl::fuse_ropes() {
     const int pv = u.producer[r.in[0]];
     if (pv < 0 || steps[static_cast<size_t>(pv)].kind != Kind::reshape || u.readers[r.in[0]] != 1 + shape_reads[r.in[0]])
       continue;
-    const uint32_t mv = steps[static_cast<size_t>(pv)].in[0];
+    uint32_t mv = steps[static_cast<size_t>(pv)].in[0];  // the matmul's value, or the Add done in its epilogue
+    if (u.readers[mv] != 1 || u.producer[mv] < 0) continue;
+    if (const Step& a = steps[static_cast<size_t>(u.producer[mv])]; a.kind == Kind::binary && a.add_by >= 0)
+      mv = steps[static_cast<size_t>(a.add_by)].out;
     const int pm = u.producer[mv];
     if (pm < 0) continue;
     Step& m = steps[static_cast<size_t>(pm)];
-    if (m.kind != Kind::matmul || m.group < 0 || m.out != mv || u.readers[mv] != 1 || m.rope >= 0 || m.add_in >= 0 ||
-        m.N % S != 0)
+    if (m.kind != Kind::matmul || m.group < 0 || m.out != mv || u.readers[mv] != 1 || m.rope >= 0 || m.N % S != 0)
       continue;
     MatmulGroup& g = groups[static_cast<size_t>(m.group)];
     const int lead = static_cast<int>(g.steps.front());

@@ -49,7 +49,8 @@ struct Step {
   int act = 0;               // glu: the cpu::Act of the fused activation
   int quant_for = -1;        // glu, rmsnorm: the matmul job (a step or a group's first) it quantizes its rows for
   uint64_t prequant_run = 0;  // matmul: the run in which its input's rows were quantized (in pqbuf)
-  int add_in = -1;           // matmul: the value it adds to its output (a fused residual Add), if any
+  int add_in = -1;           // matmul: the value it adds to its output (a fused residual or bias Add), if any
+  bool add_row = false;      // matmul: add_in is one row added to every token's (a bias)
   uint64_t added_run = 0;    // matmul: the run in which it did
   int add_by = -1;           // binary Add: the matmul step that computes it in its epilogue, if any
   int rope = -1;             // group matmul: the RoPE step it applies in its epilogue (Q or K), if any
@@ -119,7 +120,7 @@ struct Executor::Impl {
   // Plan fusions (executor_fusions.cpp), after the matmul groups.
   void fuse_steps();
   void fuse_glus();
-  void fuse_residual_adds();
+  void fuse_epilogue_adds();
   void fuse_ropes();
   void plan_prequant();
   Result<std::span<const ir::Tensor>> run(std::span<const ir::Tensor> params, std::vector<ir::Tensor>* state,
@@ -133,6 +134,9 @@ struct Executor::Impl {
   // outside what it handles; the step then runs on the reference kernel.
   Status matmul(Step& s, bool* done);
   Status matmul_group(MatmulGroup& g, bool* done);
+  // The value a matmul adds in its epilogue (Step::add_in) as rows of y's N columns, with its row
+  // stride (0: one row for every token); nullptr when none, or when the value at hand does not fit.
+  const float* epilogue_addend(const Step& s, const Val& y, int64_t* stride);
   void queue_next_weights(const Step& s, int thread);
   // The quantized activation rows of x [T, K] for wtype in qbuf (or x itself for f32 types).
   Status quantize_rows(const Step& s, const float* x, int64_t T, const void** X, size_t* xrb);

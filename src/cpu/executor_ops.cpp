@@ -119,16 +119,11 @@ Status Executor::Impl::matmul(Step& s, bool* done) {
   size_t xrb = 0;
   if (auto st = quantize_rows(s, a.as<const float>(), T, &X, &xrb); !st) return st;
   float* C = y.as<float>();
-  // A fused residual Add (Step::add_in): each thread adds r to the columns it wrote, [T, N] like y.
-  const float* R = nullptr;
-  if (s.add_in >= 0) {
-    const Val& r = vals[static_cast<size_t>(s.add_in)];
-    bool fits = r.type == ElementType::f32 && r.contiguous() && r.rank == y.rank;
-    for (int i = 0; fits && i < r.rank; ++i) fits = r.shape[i] == y.shape[i];
-    if (fits) R = r.as<const float>();
-  }
+  // A fused Add (Step::add_in): each thread adds r to the columns it wrote.
+  int64_t rs = 0;
+  const float* R = epilogue_addend(s, y, &rs);
   auto add_residual = [&](int64_t b, int64_t e) {
-    if (R) cpu::binary(isa, Binary::add, C + b, N, R + b, N, C + b, N, e - b, 0, T);
+    if (R) cpu::binary(isa, Binary::add, C + b, N, R + b, rs, C + b, N, e - b, 0, T);
   };
   if (s.packed) {  // row ranges in multiples of kPackRows (the pool's grain), as matmul_packed needs
     const uint8_t* P = s.packed->data;
@@ -149,6 +144,20 @@ Status Executor::Impl::matmul(Step& s, bool* done) {
   }
   if (R) s.added_run = run_count;
   return {};
+}
+
+const float* Executor::Impl::epilogue_addend(const Step& s, const Val& y, int64_t* stride) {
+  if (s.add_in < 0) return nullptr;
+  const Val& r = vals[static_cast<size_t>(s.add_in)];
+  if (r.type != ElementType::f32 || !r.contiguous() || r.rank < 1 || y.rank < 1 || r.dim(-1) != y.dim(-1)) return nullptr;
+  if (s.add_row) {  // one row [.., N], every dim but the last 1
+    *stride = 0;
+    return r.numel() == y.dim(-1) ? r.as<const float>() : nullptr;
+  }
+  bool same = r.rank == y.rank;  // [T, N] like y
+  for (int i = 0; same && i < r.rank; ++i) same = r.shape[i] == y.shape[i];
+  *stride = y.dim(-1);
+  return same ? r.as<const float>() : nullptr;
 }
 
 void Executor::Impl::queue_next_weights(const Step& s, int thread) {
@@ -188,20 +197,23 @@ Status Executor::Impl::matmul_group(MatmulGroup& g, bool* done) {
   if (auto st = quantize_rows(lead, a.as<const float>(), T, &X, &xrb); !st) return st;
   // Every member's output, then one split of all their rows (members' N are multiples of 16).
   float* C[MatmulGroup::kMaxSteps];
-  int64_t first_row[MatmulGroup::kMaxSteps + 1] = {0};
+  const float* R[MatmulGroup::kMaxSteps];
+  int64_t rs[MatmulGroup::kMaxSteps], first_row[MatmulGroup::kMaxSteps + 1] = {0};
   const size_t nm = g.steps.size();
   for (size_t j = 0; j < nm; ++j) {
     const Step& s = steps[g.steps[j]];
     int64_t shape[exec::kMaxRank];
     for (int i = 0; i + 1 < a.rank; ++i) shape[i] = a.shape[i];
     shape[a.rank - 1] = s.N;
-    C[j] = alloc_out(s, std::span<const int64_t>(shape, static_cast<size_t>(a.rank))).as<float>();
+    const Val& y = alloc_out(s, std::span<const int64_t>(shape, static_cast<size_t>(a.rank)));
+    C[j] = y.as<float>();
+    R[j] = epilogue_addend(s, y, &rs[j]);  // a fused Add (a bias): each thread adds it to the columns it wrote
     first_row[j + 1] = first_row[j] + s.N;
     if (auto st = cpu::matmul_packed(isa, s.wtype, s.packed->data, s.N, K, X, xrb, T, C[j], s.N, 0, 0); !st)
       return make_error(s.node->describe() + ": " + st.error().what, st.error().hint);
   }
-  // Members rotating their rows in the epilogue (Step::rope): the RoPE's parameters and this run's
-  // tables; a member whose values at hand do not fit leaves its RoPE step to run itself.
+  // Members rotating their rows in the epilogue (Step::rope), after their bias: the RoPE's parameters
+  // and this run's tables; a member whose values at hand do not fit leaves its RoPE step to run itself.
   struct Rotation {
     RopeParams rp;
     const float* tables = nullptr;
@@ -214,8 +226,8 @@ Status Executor::Impl::matmul_group(MatmulGroup& g, bool* done) {
     const Val& p = vals[static_cast<size_t>(s.rope_pos)];
     const ir::Shape& xs = r.node->input(0).shape();
     const int64_t S = xs[xs.rank() - 1].value();  // static (fuse_ropes)
-    if (!ir::is_integer(p.type) || !p.contiguous() || p.numel() != T || s.N % S != 0 || first_row[j] % g.grain != 0 ||
-        !rope_params(r, S, &rot[j].rp))
+    if ((s.add_in >= 0 && !R[j]) || !ir::is_integer(p.type) || !p.contiguous() || p.numel() != T || s.N % S != 0 ||
+        first_row[j] % g.grain != 0 || !rope_params(r, S, &rot[j].rp))
       continue;
     auto tables = find_rope_tables(r, rot[j].rp, S, p, T);
     if (!tables) return tables.error();
@@ -228,6 +240,7 @@ Status Executor::Impl::matmul_group(MatmulGroup& g, bool* done) {
       const Step& s = steps[g.steps[j]];
       const int64_t n0 = lo - first_row[j], n1 = hi - first_row[j];
       (void)cpu::matmul_packed(isa, s.wtype, s.packed->data, s.N, K, X, xrb, T, C[j], s.N, n0, n1);  // validated above
+      if (R[j]) cpu::binary(isa, Binary::add, C[j] + n0, s.N, R[j] + n0, rs[j], C[j] + n0, s.N, n1 - n0, 0, T);
       if (const Rotation& rt = rot[j]; rt.tables)  // whole heads: the grain is a multiple of S
         for (int64_t i = 0; i < T; ++i) {
           float* y = C[j] + i * s.N + n0;
@@ -236,8 +249,10 @@ Status Executor::Impl::matmul_group(MatmulGroup& g, bool* done) {
     }
     queue_next_weights(lead, t);
   });
-  for (size_t j = 0; j < nm; ++j)
+  for (size_t j = 0; j < nm; ++j) {
+    if (R[j]) steps[g.steps[j]].added_run = run_count;
     if (rot[j].tables) steps[g.steps[j]].roped_run = run_count;
+  }
   g.ran = run_count;
   return {};
 }

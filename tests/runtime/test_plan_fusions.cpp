@@ -5,6 +5,8 @@
 // matmul before them (the last layer's attention add reads the output-row selection's rows, not
 // the matmul's) and, on packed weights, the 60 RMSNorms before the Q/K/V and gate/up groups
 // quantize their rows for them and the Q/K/V groups apply 58 of the 60 RoPEs in their epilogue.
+// The same on the Q8_0 family models: Qwen2's biases, Llama 3's frequency factors, Phi-3's
+// partial rotary.
 #include <gtest/gtest.h>
 
 #include "require_file.h"
@@ -52,30 +54,51 @@ Result<Run> run(const ModelFile& f, cpu::Isa isa, bool fusion) {
   return r;
 }
 
-TEST(PlanFusions, SmolLM2SameBitsWithAndWithout) {
-  GGFLOW_REQUIRE_FILE(kSmol, ::ggflow::testing::cat(kSmol, " is missing (run scripts/setup.sh)"));
-  auto f = ModelFile::open(kSmol);
+// The fused and unfused plans of the model at `path` (matmul weights of wtype) on every SIMD ISA:
+// the same logits by memcmp, and the summaries hold what is expected of the fused plan on an ISA
+// with packed kernels for wtype (`packed`), on the others (`other`: no groups, so no RoPE in an
+// epilogue), and of the unfused plan (`plain`).
+using Expect = std::initializer_list<const char*>;
+void check_same_bits(const std::string& path, gguf::GgmlType wtype, Expect packed, Expect other, Expect plain) {
+  auto f = ModelFile::open(path);
   ASSERT_TRUE(f.ok()) << f.error().str();
   for (cpu::Isa isa : cpu::supported_isas()) {
     if (isa == cpu::Isa::scalar) continue;  // the twin's 135M model: minutes; the kernels' tests cover it
-    auto with = run(**f, isa, true), without = run(**f, isa, false);
-    ASSERT_TRUE(with.ok()) << with.error().str();
-    ASSERT_TRUE(without.ok()) << without.error().str();
-    EXPECT_NE(with->plan.find("59 adding the residual in their epilogue"), std::string::npos) << with->plan;
-    // prequantization feeds packed matmuls only (AVX-512 here; AVX2 reads the GGUF layout)
-    const bool packed = cpu::packed_supports(isa, gguf::GgmlType::Q4_1);
-    EXPECT_NE(with->plan.find(packed ? "60 quantizing for the matmuls after them" : " 0 quantizing for the matmuls after them"),
-              std::string::npos)
-        << with->plan;
-    // the RoPE of every layer's Q and K but the first's (whose positions are computed after its group)
-    EXPECT_NE(with->plan.find(packed ? " 58 applying the RoPE" : " 0 applying the RoPE"), std::string::npos) << with->plan;
-    EXPECT_NE(without->plan.find(" 0 adding the residual"), std::string::npos) << without->plan;
-    EXPECT_NE(without->plan.find(" 0 applying the RoPE"), std::string::npos) << without->plan;
-    EXPECT_NE(without->plan.find(" 0 quantizing for the matmuls after them"), std::string::npos) << without->plan;
-    ASSERT_EQ(with->logits.size(), without->logits.size());
-    ASSERT_EQ(with->logits.size(), static_cast<size_t>(1 + 3 * 8) * 49152u);
-    EXPECT_EQ(std::memcmp(with->logits.data(), without->logits.data(), with->logits.size() * sizeof(float)), 0)
-        << cpu::to_string(isa) << ": the fused plan's logits differ";
+    auto fused = run(**f, isa, true), unfused = run(**f, isa, false);
+    ASSERT_TRUE(fused.ok()) << fused.error().str();
+    ASSERT_TRUE(unfused.ok()) << unfused.error().str();
+    for (const char* w : cpu::packed_supports(isa, wtype) ? packed : other)
+      EXPECT_NE(fused->plan.find(w), std::string::npos) << cpu::to_string(isa) << ": '" << w << "' in " << fused->plan;
+    for (const char* w : plain) EXPECT_NE(unfused->plan.find(w), std::string::npos) << "'" << w << "' in " << unfused->plan;
+    ASSERT_EQ(fused->logits.size(), unfused->logits.size());
+    EXPECT_EQ(std::memcmp(fused->logits.data(), unfused->logits.data(), fused->logits.size() * sizeof(float)), 0)
+        << path << ", " << cpu::to_string(isa) << ": the fused plan's logits differ";
+  }
+}
+
+TEST(PlanFusions, SmolLM2SameBitsWithAndWithout) {
+  GGFLOW_REQUIRE_FILE(kSmol, ::ggflow::testing::cat(kSmol, " is missing (run scripts/setup.sh)"));
+  // 59 of the 60 residual adds (the last layer's attention add reads the output-row selection);
+  // the RoPE of every layer's Q and K but the first's (its positions are computed after its group)
+  check_same_bits(kSmol, gguf::GgmlType::Q4_1,
+                  {"59 adding the residual in their epilogue", " 0 their bias", " 58 applying the RoPE",
+                   "60 quantizing for the matmuls after them"},
+                  {"59 adding the residual in their epilogue", " 0 applying the RoPE", " 0 quantizing for the matmuls"},
+                  {" 0 adding the residual", " 0 their bias", " 0 applying the RoPE", " 0 quantizing for the matmuls"});
+}
+
+// Qwen2's Q/K/V biases, added by their group before the (NeoX) RoPE; Llama 3's RoPE with frequency
+// factors; Phi-3's partial rotary (12 of 16 dims). Three layers each: layers 1 and 2 fuse the RoPE.
+TEST(PlanFusions, FamiliesSameBitsWithAndWithout) {
+  const std::string dir = GGFLOW_FAMILIES;
+  const Expect plain = {" 0 adding the residual", " 0 their bias", " 0 applying the RoPE"};
+  struct Case { const char* file; Expect packed, other; };
+  for (const Case& c : {Case{"qwen2-q8_0.gguf", {" 9 their bias", " 4 applying the RoPE"}, {" 9 their bias", " 0 applying the RoPE"}},
+                        Case{"llama3-q8_0.gguf", {" 0 their bias", " 4 applying the RoPE"}, {" 0 applying the RoPE"}},
+                        Case{"phi3-q8_0.gguf", {" 4 applying the RoPE"}, {" 0 applying the RoPE"}}}) {
+    const std::string path = dir + "/" + c.file;
+    GGFLOW_REQUIRE_FILE(path, ::ggflow::testing::cat(path, " is missing (the family_models fixture writes it)"));
+    check_same_bits(path, gguf::GgmlType::Q8_0, c.packed, c.other, plain);
   }
 }
 
