@@ -5,6 +5,7 @@
 // GEMM: T = 64 tokens, GMAC/s and the equivalent tokens/s for that one matrix.
 #include <algorithm>
 #include <atomic>
+#include <immintrin.h>
 #include <chrono>
 #include <sys/mman.h>
 #include <cstdio>
@@ -299,14 +300,73 @@ void bandwidth_bench() {
   std::free(buf);
 }
 
+// The int8 peak of this host (the roofline's prefill bound): n rounds of vpdpbusd zmm on 24
+// independent chains (64 MAC each), in assembly (GCC spills an array of 24 accumulators); the
+// operands are whatever zmm0 and zmm1 hold (integer ops: the values do not change the speed).
+// AVX-512 VNNI hosts only.
+__attribute__((target("avx512f,avx512vnni"))) void vnni_chains(int64_t n) {
+  for (int64_t k = 0; k < n; ++k)
+    asm volatile(
+        "vpdpbusd %%zmm1, %%zmm0, %%zmm8\n\t"
+        "vpdpbusd %%zmm1, %%zmm0, %%zmm9\n\t"
+        "vpdpbusd %%zmm1, %%zmm0, %%zmm10\n\t"
+        "vpdpbusd %%zmm1, %%zmm0, %%zmm11\n\t"
+        "vpdpbusd %%zmm1, %%zmm0, %%zmm12\n\t"
+        "vpdpbusd %%zmm1, %%zmm0, %%zmm13\n\t"
+        "vpdpbusd %%zmm1, %%zmm0, %%zmm14\n\t"
+        "vpdpbusd %%zmm1, %%zmm0, %%zmm15\n\t"
+        "vpdpbusd %%zmm1, %%zmm0, %%zmm16\n\t"
+        "vpdpbusd %%zmm1, %%zmm0, %%zmm17\n\t"
+        "vpdpbusd %%zmm1, %%zmm0, %%zmm18\n\t"
+        "vpdpbusd %%zmm1, %%zmm0, %%zmm19\n\t"
+        "vpdpbusd %%zmm1, %%zmm0, %%zmm20\n\t"
+        "vpdpbusd %%zmm1, %%zmm0, %%zmm21\n\t"
+        "vpdpbusd %%zmm1, %%zmm0, %%zmm22\n\t"
+        "vpdpbusd %%zmm1, %%zmm0, %%zmm23\n\t"
+        "vpdpbusd %%zmm1, %%zmm0, %%zmm24\n\t"
+        "vpdpbusd %%zmm1, %%zmm0, %%zmm25\n\t"
+        "vpdpbusd %%zmm1, %%zmm0, %%zmm26\n\t"
+        "vpdpbusd %%zmm1, %%zmm0, %%zmm27\n\t"
+        "vpdpbusd %%zmm1, %%zmm0, %%zmm28\n\t"
+        "vpdpbusd %%zmm1, %%zmm0, %%zmm29\n\t"
+        "vpdpbusd %%zmm1, %%zmm0, %%zmm30\n\t"
+        "vpdpbusd %%zmm1, %%zmm0, %%zmm31\n\t"
+        ::: "xmm0", "xmm1", "xmm8", "xmm9", "xmm10", "xmm11", "xmm12", "xmm13", "xmm14", "xmm15", "xmm16", "xmm17", "xmm18", "xmm19", "xmm20", "xmm21", "xmm22", "xmm23", "xmm24", "xmm25", "xmm26", "xmm27", "xmm28", "xmm29", "xmm30", "xmm31");
+}
+
+// vpdpbusd per second on 1 and 2 threads (each its own chains), best of 3.
+void peak_bench() {
+  if (best_isa() != Isa::avx512) {
+    std::printf("int8 peak: this host has no AVX-512 VNNI\n");
+    return;
+  }
+  const int64_t n = 50000000;
+  for (int threads : {1, 2}) {
+    ThreadPool pool(threads);
+    double best = 1e30;
+    for (int pass = 0; pass < 3; ++pass) {
+      const auto t0 = Clock::now();
+      pool.parallel_for(threads, 1, [&](int64_t, int64_t, int) { vnni_chains(n); });
+      best = std::min(best, seconds_since(t0));
+    }
+    const double ops = static_cast<double>(n) * 24 * threads / best;
+    std::printf("vpdpbusd zmm, %d thread(s): %.2f G/s, %.0f GMAC/s\n", threads, ops * 1e-9, ops * 64e-9);
+  }
+}
+
 }  // namespace
 }  // namespace ggflow::cpu
 
 // No argument: everything. "gemm8 [MiB]": the shapes of an 8-sequence decode step only, the cold
 // rotation over MiB of copies (default 128: beyond this host's last-level cache; 64 stays in it). "barrier": the
 // thread pool's cost per parallel step. "layers [T]": SmolLM2's layer matmuls of a decode step at T tokens
-// (default 8) over the thread pool. "bandwidth": this host's read bandwidth on 1 and 2 threads.
+// (default 8) over the thread pool. "bandwidth": this host's read bandwidth on 1 and 2 threads;
+// "peak": its vpdpbusd throughput (the int8 peak) on 1 and 2 threads.
 int main(int argc, char** argv) {
+  if (argc > 1 && std::strcmp(argv[1], "peak") == 0) {
+    ggflow::cpu::peak_bench();
+    return 0;
+  }
   if (argc > 1 && std::strcmp(argv[1], "bandwidth") == 0) {
     ggflow::cpu::bandwidth_bench();
     return 0;
