@@ -97,8 +97,8 @@ void Executor::Impl::fuse_glus() {
   }
 }
 
-// Add(MatMul(x, W), r), the matmul read only there and r either computed before it with the
-// same shape (the residual after the attention's output projection and after the down
+// Add(MatMul(x, W), r), the matmul read only there and r either computed before it (before its
+// group's job) with the same shape (the residual after the attention's output projection and after the down
 // projection) or a constant row of the matmul's N (the Q/K/V biases): the matmul, or its group,
 // adds r to the columns it wrote (cpu::binary, one IEEE add per element, which commutes exactly)
 // and the Add's value is the matmul's. No step in between may write bytes in place (r stays what
@@ -114,7 +114,8 @@ void Executor::Impl::fuse_epilogue_adds() {
       Step& m = steps[static_cast<size_t>(p)];
       if (m.kind != Kind::matmul || m.out != a.in[j]) continue;  // its one reader: this Add
       const bool row = steps[static_cast<size_t>(pr)].kind == Kind::constant && is_row_of(*a.node, 1 - j, m.N);
-      if (!row && (pr >= p || !same_f32_shapes(*a.node))) continue;
+      const int runs_at = m.group >= 0 ? static_cast<int>(groups[static_cast<size_t>(m.group)].steps.front()) : p;
+      if (!row && (pr >= runs_at || !same_f32_shapes(*a.node))) continue;  // r ready when the job starts
       bool clear = true;
       for (size_t k = static_cast<size_t>(p) + 1; k < i; ++k) clear = clear && !writes_in_place(steps[k].kind);
       if (!clear) continue;
