@@ -207,7 +207,7 @@ Status Executor::Impl::matmul_group(MatmulGroup& g, bool* done) {
     shape[a.rank - 1] = s.N;
     const Val& y = alloc_out(s, std::span<const int64_t>(shape, static_cast<size_t>(a.rank)));
     C[j] = y.as<float>();
-    R[j] = epilogue_addend(s, y, &rs[j]);  // a fused Add (a bias): each thread adds it to the columns it wrote
+    R[j] = epilogue_addend(s, y, &rs[j]);  // a fused Add (bias or residual): each thread adds it to the columns it wrote
     first_row[j + 1] = first_row[j] + s.N;
     if (auto st = cpu::matmul_packed(isa, s.wtype, s.packed->data, s.N, K, X, xrb, T, C[j], s.N, 0, 0); !st)
       return make_error(s.node->describe() + ": " + st.error().what, st.error().hint);
@@ -225,9 +225,10 @@ Status Executor::Impl::matmul_group(MatmulGroup& g, bool* done) {
     const Step& r = steps[static_cast<size_t>(s.rope)];
     const Val& p = vals[static_cast<size_t>(s.rope_pos)];
     const ir::Shape& xs = r.node->input(0).shape();
-    const int64_t S = xs[xs.rank() - 1].value();  // static (fuse_ropes)
-    if ((s.add_in >= 0 && !R[j]) || !ir::is_integer(p.type) || !p.contiguous() || p.numel() != T || s.N % S != 0 ||
-        first_row[j] % g.grain != 0 || !rope_params(r, S, &rot[j].rp))
+    // static, and N and the member's first row multiples of it, the grain too (fuse_ropes)
+    const int64_t S = xs[xs.rank() - 1].value();
+    if ((s.add_in >= 0 && !R[j]) || !ir::is_integer(p.type) || !p.contiguous() || p.numel() != T ||
+        !rope_params(r, S, &rot[j].rp))
       continue;
     auto tables = find_rope_tables(r, rot[j].rp, S, p, T);
     if (!tables) return tables.error();

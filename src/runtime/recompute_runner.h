@@ -24,8 +24,8 @@ class RecomputeRunner final : public BatchRunner {
  private:
   RecomputeRunner() = default;
   std::unique_ptr<RawRunner> raw_;
-  std::vector<int32_t> slots_;
-  std::vector<float> logits_;  // the last forward's rows (LogitsRows views them)  // i32 [num_blocks * 32]: the token in each cache slot, -1 empty
+  std::vector<int32_t> slots_;  // i32 [num_blocks * 32]: the token in each cache slot, -1 empty
+  std::vector<float> logits_;   // the last forward's rows (LogitsRows views them)
 };
 
 }  // namespace ggflow::runtime
