@@ -11,7 +11,9 @@ times), each running its prompt-processing test (pp<P>) and its generation test 
 repetitions; a tool's figure is the median over the rounds of its average tokens/s. With --batch
 B, ggflow's paged engine also decodes 1 and B sequences together (aggregate tokens/s, "tg<N> x1",
 "tg<N> xB", each sequence from a one-token prompt), and llama.cpp's llama-batched-bench does the
-same (-npp 1 -ntg N -npl 1,B: its S_TG, the aggregate generation speed; found beside llama-bench).
+same (-npp 1 -ntg N -npl 1,B: its S_TG, the aggregate generation speed; found beside llama-bench);
+the row "tg<N> xB / x1" is each tool's batch scaling, the median over the rounds of the round's
+xB / x1 (ggflow's bench alternates its batch sizes repetition by repetition).
 With -d D both tools run pp and tg after D tokens of context ("pp<P> @ d<D>", llama-bench's -d).
 --kv-type f16 gives ggflow llama.cpp's default KV cache type (llama-bench's cache is f16; ggflow's
 default is f32).
@@ -111,6 +113,11 @@ def main():
             ratio = f"{g / l:.2f}x" if l else "–"
             print(f"| {Path(m).name} | {test} | {l:.1f} |" if l else f"| {Path(m).name} | {test} | – |", end="")
             print(f" {g:.1f} | {ratio} |")
+        if a.batch:  # batch scaling: each round's xB / x1 (measured together), median over the rounds
+            one, many = f"tg{a.n} x1", f"tg{a.n} x{a.batch}"
+            sc = {tool: statistics.median(r[many] / r[one] for r in rs) if all(r.get(one) for r in rs) else 0
+                  for tool, rs in runs.items()}
+            print(f"| {Path(m).name} | {many} / x1 | {sc['llama']:.2f} | {sc['ggflow']:.2f} | – |")
     return 0
 
 

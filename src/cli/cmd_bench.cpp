@@ -10,7 +10,8 @@
 //   ... @ d<D> with -d D: pp and tg after D tokens of context (prefilled untimed, in steps of 512
 //              tokens), as llama-bench's -d (n_depth): attention over a long cache
 //   tg<N> xB   the paged engine only: B sequences decoding together, one token each per step, N
-//              steps after a one-token prompt each; aggregate tokens/s = B * N / time
+//              steps after a one-token prompt each; aggregate tokens/s = B * N / time. The batch
+//              sizes run on one runner and alternate repetition by repetition
 // The table has llama-bench's columns; --json prints one record per test with llama-bench's
 // field names (n_prompt, n_gen, n_threads, avg_ts, stddev_ts, samples_ts) plus n_seq. Progress on
 // stderr.
@@ -166,25 +167,30 @@ Status bench(const Opts& o) {
     if (!s) return s;
     records.push_back(rec);
   }
-  for (int64_t B : batches) {
-    Record rec{"tg" + std::to_string(o.n) + " x" + std::to_string(B), 0, o.n, B, {}};
-    const int64_t blocks = B * ((o.n + 1 + 31) / 32) * (o.reps + 1) + 8;
+  // The batch sizes share one runner and alternate, repetition by repetition (a warm-up of each,
+  // then x1, x2, ..., x1, x2, ...): their ratios see the same moments of a noisy host.
+  if (!batches.empty()) {
+    int64_t blocks = 8;
+    for (int64_t B : batches) blocks += B * ((o.n + 1 + 31) / 32) * (o.reps + 1);
     auto paged = runtime::PagedRunner::create(mf, static_cast<int32_t>(blocks), ro.compile);
     if (!paged) return paged.error();
-    auto s = timed(rec, [&]() -> Result<double> {
-      std::vector<runtime::PagedRunner::Chunk> chunks;
-      for (int64_t b = 0; b < B; ++b) chunks.push_back({(*paged)->add_sequence(), {bos}});
-      auto l = (*paged)->step(chunks);  // the one-token prompts, not timed
-      if (!l) return l.error();
-      auto t0 = Clock::now();
-      for (int i = 0; i < o.n; ++i) {
-        l = (*paged)->step(chunks);
+    const size_t first = records.size();
+    for (int64_t B : batches) records.push_back({"tg" + std::to_string(o.n) + " x" + std::to_string(B), 0, o.n, B, {}});
+    for (int k = 0; k <= o.reps; ++k)  // k == 0: warm-up
+      for (size_t j = 0; j < batches.size(); ++j) {
+        Record& rec = records[first + j];
+        std::fprintf(stderr, "ggflow bench: %s %s %d/%d\n", rec.test.c_str(), k ? "run" : "warm-up", k, o.reps);
+        std::vector<runtime::PagedRunner::Chunk> chunks;
+        for (int64_t b = 0; b < rec.n_seq; ++b) chunks.push_back({(*paged)->add_sequence(), {bos}});
+        auto l = (*paged)->step(chunks);  // the one-token prompts, not timed
         if (!l) return l.error();
+        const auto t0 = Clock::now();
+        for (int i = 0; i < o.n; ++i) {
+          l = (*paged)->step(chunks);
+          if (!l) return l.error();
+        }
+        if (k) rec.ts.push_back(static_cast<double>(rec.n_seq * o.n) / seconds_since(t0));
       }
-      return seconds_since(t0);
-    });
-    if (!s) return s;
-    records.push_back(rec);
   }
 
   const std::string name = o.model.substr(o.model.find_last_of('/') + 1);

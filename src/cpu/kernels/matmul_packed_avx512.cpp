@@ -85,40 +85,55 @@ void tile(const uint8_t* G, int64_t nb, const uint8_t* X, size_t xrb, float* C, 
     __m512 MW = _mm512_setzero_ps();
     if constexpr (Tr::min) MW = half16(p + 32);
     const uint8_t* q = p + 32 * Tr::fields + (Tr::qh ? 64 : 0);
-    __m512i w[8];
-    if constexpr (Tr::chunks == 8) {
-      for (int i = 0; i < 8; ++i) w[i] = _mm512_xor_si512(_mm512_loadu_si512(q + 64 * i), x80);  // int8 + 128
-    } else {
-      for (int i = 0; i < 4; ++i) {
-        const __m512i raw = _mm512_loadu_si512(q + 64 * i);
-        w[i] = _mm512_and_si512(raw, m4);
-        w[4 + i] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
-      }
-    }
-    if constexpr (Tr::qh) {
-      // Lane r's qh dword: byte i = chunk i's fifth bits (bit j: element 4i+j, bit 4+j: 16+4i+j).
-      // Byte i copied to the 4 bytes of its dword, then tested against 1,2,4,8 (low elements) and
-      // 16,32,64,128 (high): the set ones get +16.
-      const __m512i QH = _mm512_loadu_si512(p + 32 * Tr::fields);
-      const __m512i lo_bits = _mm512_set1_epi32(0x08040201), hi_bits = _mm512_set1_epi32(static_cast<int>(0x80402010u));
-      const __m512i c16 = _mm512_set1_epi8(16);
-      for (int i = 0; i < 4; ++i) {
-        const __m512i sel = _mm512_set1_epi32(0x01010101 * i);  // within each dword: byte i
-        const __m512i bi = _mm512_shuffle_epi8(QH, _mm512_add_epi8(sel, dword_base()));
-        w[i] = _mm512_mask_add_epi8(w[i], _mm512_test_epi8_mask(bi, lo_bits), w[i], c16);
-        w[4 + i] = _mm512_mask_add_epi8(w[4 + i], _mm512_test_epi8_mask(bi, hi_bits), w[4 + i], c16);
-      }
-    }
     // Activation block b of token t at a0 + t*xrb: {da, sa, sum(qa), -, qa[32]} (quant_act.h).
     const uint8_t* a0 = X + b * sizeof(BlockQA32);
-    __m512i isum[TT];
+    // Up to 4 tokens, two partial sums per token (isum: dwords 0-3 of the block, isum2: dwords
+    // 4-7), added at the end: int32 addition wraps and is associative, so the sum is the same bits,
+    // and each token has two dependency chains of 4 instead of one of 8 (few tokens: the chains'
+    // latency bounded the tile; one token, hot: 108 -> 121 GMAC/s; 8 tokens keep one chain each).
+    constexpr bool split = TT <= 4;
+    __m512i isum[TT], isum2[TT];
     TOKENS_UNROLLED for (int t = 0; t < TT; ++t) {
       int32_t sum;
       std::memcpy(&sum, a0 + t * xrb + 8, 4);
       isum[t] = Tr::zp ? _mm512_set1_epi32(-Tr::zp * sum) : _mm512_setzero_si512();
+      isum2[t] = _mm512_setzero_si512();
     }
-    for (int i = 0; i < 8; ++i)
-      TOKENS_UNROLLED for (int t = 0; t < TT; ++t) isum[t] = dpbusd_bcast(isum[t], w[i], a0 + t * xrb + 16 + 4 * i);
+    if constexpr (Tr::chunks == 8) {
+      for (int i = 0; i < 4; ++i) {
+        const __m512i lo = _mm512_xor_si512(_mm512_loadu_si512(q + 64 * i), x80);  // int8 + 128
+        const __m512i hi = _mm512_xor_si512(_mm512_loadu_si512(q + 64 * (4 + i)), x80);
+        TOKENS_UNROLLED for (int t = 0; t < TT; ++t) {
+          isum[t] = dpbusd_bcast(isum[t], lo, a0 + t * xrb + 16 + 4 * i);
+          __m512i& h = split ? isum2[t] : isum[t];
+          h = dpbusd_bcast(h, hi, a0 + t * xrb + 16 + 4 * (4 + i));
+        }
+      }
+    } else {
+      __m512i QH = _mm512_setzero_si512();
+      if constexpr (Tr::qh) QH = _mm512_loadu_si512(p + 32 * Tr::fields);
+      for (int i = 0; i < 4; ++i) {
+        const __m512i raw = _mm512_loadu_si512(q + 64 * i);
+        __m512i lo = _mm512_and_si512(raw, m4), hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
+        if constexpr (Tr::qh) {
+          // Lane r's qh dword: byte i = chunk i's fifth bits (bit j: element 4i+j, bit 4+j: 16+4i+j).
+          // Byte i copied to the 4 bytes of its dword, then tested against 1,2,4,8 (low elements) and
+          // 16,32,64,128 (high): the set ones get +16.
+          const __m512i lo_bits = _mm512_set1_epi32(0x08040201), hi_bits = _mm512_set1_epi32(static_cast<int>(0x80402010u));
+          const __m512i c16 = _mm512_set1_epi8(16);
+          const __m512i sel = _mm512_set1_epi32(0x01010101 * i);  // within each dword: byte i
+          const __m512i bi = _mm512_shuffle_epi8(QH, _mm512_add_epi8(sel, dword_base()));
+          lo = _mm512_mask_add_epi8(lo, _mm512_test_epi8_mask(bi, lo_bits), lo, c16);
+          hi = _mm512_mask_add_epi8(hi, _mm512_test_epi8_mask(bi, hi_bits), hi, c16);
+        }
+        TOKENS_UNROLLED for (int t = 0; t < TT; ++t) {
+          isum[t] = dpbusd_bcast(isum[t], lo, a0 + t * xrb + 16 + 4 * i);
+          __m512i& h = split ? isum2[t] : isum[t];
+          h = dpbusd_bcast(h, hi, a0 + t * xrb + 16 + 4 * (4 + i));
+        }
+      }
+    }
+    if constexpr (split) TOKENS_UNROLLED for (int t = 0; t < TT; ++t) isum[t] = _mm512_add_epi32(isum[t], isum2[t]);
     TOKENS_UNROLLED for (int t = 0; t < TT; ++t) {
       const uint8_t* a = a0 + t * xrb;
       acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(DW, _mm512_set1_ps(ldf(a))), _mm512_cvtepi32_ps(isum[t]), acc[t]);
