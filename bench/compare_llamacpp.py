@@ -115,9 +115,11 @@ def main():
             print(f" {g:.1f} | {ratio} |")
         if a.batch:  # batch scaling: each round's xB / x1 (measured together), median over the rounds
             one, many = f"tg{a.n} x1", f"tg{a.n} x{a.batch}"
-            sc = {tool: statistics.median(r[many] / r[one] for r in rs) if all(r.get(one) for r in rs) else 0
-                  for tool, rs in runs.items()}
-            print(f"| {Path(m).name} | {many} / x1 | {sc['llama']:.2f} | {sc['ggflow']:.2f} | – |")
+            cell = {}
+            for tool, rs in runs.items():
+                per = [r[many] / r[one] for r in rs if r.get(one) and r.get(many)]
+                cell[tool] = f"{statistics.median(per):.2f} ({', '.join(f'{x:.2f}' for x in per)})" if per else "–"
+            print(f"| {Path(m).name} | {many} / x1 (rounds) | {cell['llama']} | {cell['ggflow']} | – |")
     return 0
 
 
