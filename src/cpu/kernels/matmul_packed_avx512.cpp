@@ -3,12 +3,13 @@
 // are unsigned (Q4: 0..15, Q5: 0..31, Q8: int8 + 128); the offsets (-8, -16, -128) enter exactly
 // as -zp * sum(qa) at the start of each token's integer sum.
 //
-// Register tile: the 8 code registers of a block (w[i], lane r = row r's elements 4i..4i+3, Q4
-// nibbles split into two registers of 4) are loaded once and used by up to 8 tokens; isum[t] is
-// token t's exact integer sum (offset -zp*sum(qa) as its start value), built by vpdpbusd against
-// the token's activation dword i broadcast to every lane. Then per token the twin's f32 steps:
-// acc = fma(d*da, (float)isum, acc) and, for Q4_1, acc = fma(m, sa, acc). The next group is
-// software-prefetched while this one computes (its bytes follow this group's).
+// Register tile: the block's code registers, in pairs (dword i and dword 4+i; lane r = row r's
+// elements 4i..4i+3, Q4 nibbles split into the pair), are loaded once and used by up to 8 tokens;
+// isum[t] is token t's exact integer sum (offset -zp*sum(qa) as its start value), built by
+// vpdpbusd against the token's activation dword broadcast to every lane (up to 4 tokens: in two
+// partial sums, added at the end; integer addition is exact in any order). Then per token the
+// twin's f32 steps: acc = fma(d*da, (float)isum, acc) and, for Q4_1, acc = fma(m, sa, acc). The
+// next group is software-prefetched while this one computes (its bytes follow this group's).
 #include <immintrin.h>
 
 #include <cstring>
