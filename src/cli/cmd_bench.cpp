@@ -131,13 +131,17 @@ Status bench(const Opts& o) {
     }
     return {};
   };
+  // Repetition k of a test (k == 0: the warm-up, not recorded); once() returns its seconds.
+  auto repetition = [&](Record& rec, int k, auto&& once) -> Status {
+    std::fprintf(stderr, "ggflow bench: %s %s %d/%d\n", rec.test.c_str(), k ? "run" : "warm-up", k, o.reps);
+    auto t = once();
+    if (!t) return t.error();
+    if (k) rec.ts.push_back(static_cast<double>(rec.n_seq * (rec.n_prompt + rec.n_gen)) / *t);
+    return {};
+  };
   auto timed = [&](Record& rec, auto&& once) -> Status {
-    for (int k = 0; k <= o.reps; ++k) {  // k == 0: warm-up
-      std::fprintf(stderr, "ggflow bench: %s %s %d/%d\n", rec.test.c_str(), k ? "run" : "warm-up", k, o.reps);
-      auto t = once();
-      if (!t) return t.error();
-      if (k) rec.ts.push_back(static_cast<double>(rec.n_seq * (rec.n_prompt + rec.n_gen)) / *t);
-    }
+    for (int k = 0; k <= o.reps; ++k)
+      if (auto s = repetition(rec, k, once); !s) return s;
     return {};
   };
   if (o.p > 0) {
@@ -176,20 +180,22 @@ Status bench(const Opts& o) {
     if (!paged) return paged.error();
     const size_t first = records.size();
     for (int64_t B : batches) records.push_back({"tg" + std::to_string(o.n) + " x" + std::to_string(B), 0, o.n, B, {}});
-    for (int k = 0; k <= o.reps; ++k)  // k == 0: warm-up
+    for (int k = 0; k <= o.reps; ++k)
       for (size_t j = 0; j < batches.size(); ++j) {
-        Record& rec = records[first + j];
-        std::fprintf(stderr, "ggflow bench: %s %s %d/%d\n", rec.test.c_str(), k ? "run" : "warm-up", k, o.reps);
-        std::vector<runtime::PagedRunner::Chunk> chunks;
-        for (int64_t b = 0; b < rec.n_seq; ++b) chunks.push_back({(*paged)->add_sequence(), {bos}});
-        auto l = (*paged)->step(chunks);  // the one-token prompts, not timed
-        if (!l) return l.error();
-        const auto t0 = Clock::now();
-        for (int i = 0; i < o.n; ++i) {
-          l = (*paged)->step(chunks);
+        const int64_t B = batches[j];
+        auto s = repetition(records[first + j], k, [&]() -> Result<double> {
+          std::vector<runtime::PagedRunner::Chunk> chunks;
+          for (int64_t b = 0; b < B; ++b) chunks.push_back({(*paged)->add_sequence(), {bos}});
+          auto l = (*paged)->step(chunks);  // the one-token prompts, not timed
           if (!l) return l.error();
-        }
-        if (k) rec.ts.push_back(static_cast<double>(rec.n_seq * o.n) / seconds_since(t0));
+          const auto t0 = Clock::now();
+          for (int i = 0; i < o.n; ++i) {
+            l = (*paged)->step(chunks);
+            if (!l) return l.error();
+          }
+          return seconds_since(t0);
+        });
+        if (!s) return s;
       }
   }
 

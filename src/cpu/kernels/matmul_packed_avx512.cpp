@@ -100,38 +100,32 @@ void tile(const uint8_t* G, int64_t nb, const uint8_t* X, size_t xrb, float* C, 
       isum[t] = Tr::zp ? _mm512_set1_epi32(-Tr::zp * sum) : _mm512_setzero_si512();
       isum2[t] = _mm512_setzero_si512();
     }
-    if constexpr (Tr::chunks == 8) {
-      for (int i = 0; i < 4; ++i) {
-        const __m512i lo = _mm512_xor_si512(_mm512_loadu_si512(q + 64 * i), x80);  // int8 + 128
-        const __m512i hi = _mm512_xor_si512(_mm512_loadu_si512(q + 64 * (4 + i)), x80);
-        TOKENS_UNROLLED for (int t = 0; t < TT; ++t) {
-          isum[t] = dpbusd_bcast(isum[t], lo, a0 + t * xrb + 16 + 4 * i);
-          __m512i& h = split ? isum2[t] : isum[t];
-          h = dpbusd_bcast(h, hi, a0 + t * xrb + 16 + 4 * (4 + i));
-        }
-      }
-    } else {
-      __m512i QH = _mm512_setzero_si512();
-      if constexpr (Tr::qh) QH = _mm512_loadu_si512(p + 32 * Tr::fields);
-      for (int i = 0; i < 4; ++i) {
+    // Lane r's qh dword (Q5): byte i = chunk i's fifth bits (bit j: element 4i+j, bit 4+j:
+    // 16+4i+j). Byte i copied to the 4 bytes of its dword, then tested against 1,2,4,8 (low
+    // elements) and 16,32,64,128 (high): the set ones get +16.
+    __m512i QH = _mm512_setzero_si512();
+    if constexpr (Tr::qh) QH = _mm512_loadu_si512(p + 32 * Tr::fields);
+    const __m512i lo_bits = _mm512_set1_epi32(0x08040201), hi_bits = _mm512_set1_epi32(static_cast<int>(0x80402010u));
+    const __m512i c16 = _mm512_set1_epi8(16);
+    for (int i = 0; i < 4; ++i) {
+      __m512i lo, hi;  // the codes of dwords i and 4+i
+      if constexpr (Tr::chunks == 8) {
+        lo = _mm512_xor_si512(_mm512_loadu_si512(q + 64 * i), x80);  // int8 + 128
+        hi = _mm512_xor_si512(_mm512_loadu_si512(q + 64 * (4 + i)), x80);
+      } else {
         const __m512i raw = _mm512_loadu_si512(q + 64 * i);
-        __m512i lo = _mm512_and_si512(raw, m4), hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
+        lo = _mm512_and_si512(raw, m4), hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
         if constexpr (Tr::qh) {
-          // Lane r's qh dword: byte i = chunk i's fifth bits (bit j: element 4i+j, bit 4+j: 16+4i+j).
-          // Byte i copied to the 4 bytes of its dword, then tested against 1,2,4,8 (low elements) and
-          // 16,32,64,128 (high): the set ones get +16.
-          const __m512i lo_bits = _mm512_set1_epi32(0x08040201), hi_bits = _mm512_set1_epi32(static_cast<int>(0x80402010u));
-          const __m512i c16 = _mm512_set1_epi8(16);
           const __m512i sel = _mm512_set1_epi32(0x01010101 * i);  // within each dword: byte i
           const __m512i bi = _mm512_shuffle_epi8(QH, _mm512_add_epi8(sel, dword_base()));
           lo = _mm512_mask_add_epi8(lo, _mm512_test_epi8_mask(bi, lo_bits), lo, c16);
           hi = _mm512_mask_add_epi8(hi, _mm512_test_epi8_mask(bi, hi_bits), hi, c16);
         }
-        TOKENS_UNROLLED for (int t = 0; t < TT; ++t) {
-          isum[t] = dpbusd_bcast(isum[t], lo, a0 + t * xrb + 16 + 4 * i);
-          __m512i& h = split ? isum2[t] : isum[t];
-          h = dpbusd_bcast(h, hi, a0 + t * xrb + 16 + 4 * (4 + i));
-        }
+      }
+      TOKENS_UNROLLED for (int t = 0; t < TT; ++t) {
+        isum[t] = dpbusd_bcast(isum[t], lo, a0 + t * xrb + 16 + 4 * i);
+        __m512i& h = split ? isum2[t] : isum[t];
+        h = dpbusd_bcast(h, hi, a0 + t * xrb + 16 + 4 * (4 + i));
       }
     }
     if constexpr (split) TOKENS_UNROLLED for (int t = 0; t < TT; ++t) isum[t] = _mm512_add_epi32(isum[t], isum2[t]);
