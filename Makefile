@@ -6,21 +6,29 @@ PROMPT  ?= What is the capital of France? Answer in one sentence.
 FUZZ_SECONDS ?= 60
 FUZZ_TEST_SECONDS ?= 10
 
-.PHONY: all setup build run serve test test-asan test-tsan fuzz clean
+.PHONY: all setup configure build build-ggflow run serve test test-asan test-tsan fuzz clean
 all: build
 
 setup:
 	@scripts/setup.sh
 
-build: setup
+configure: setup
 	@[ -f $(BUILD)/build.ninja ] || cmake -S . -B $(BUILD) -G Ninja >/dev/null
+
+# Everything: the binary, every test executable and benchmark (`make test` needs them all).
+build: configure
 	@cmake --build $(BUILD) -j$(JOBS)
 
-run: build
+# The `ggflow` binary and the libraries it links, nothing else: what `make run` and `make serve`
+# run (a fresh clone answers in minutes instead of building the whole suite first).
+build-ggflow: configure
+	@cmake --build $(BUILD) -j$(JOBS) --target ggflow
+
+run: build-ggflow
 	@$(BUILD)/ggflow run -m $(MODEL) --chat -p "$(PROMPT)" -n 64 --temperature 0
 
 # The OpenAI-compatible server on the default model (docs/SERVER.md); SERVE_ARGS="--port 9000 ...".
-serve: build
+serve: build-ggflow
 	@$(BUILD)/ggflow serve -m $(MODEL) $(SERVE_ARGS)
 
 # The whole suite, then every fuzz target for FUZZ_TEST_SECONDS, then both sanitizer builds on

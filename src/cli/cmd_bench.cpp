@@ -28,7 +28,7 @@
 #include "runtime/sequence_runner.h"
 
 namespace ggflow::cli {
-namespace {
+namespace cmd_bench {
 
 using Clock = std::chrono::steady_clock;
 
@@ -236,8 +236,8 @@ void add(CLI::App& app, int& rc) {
   });
 }
 
-}  // namespace
+}  // namespace cmd_bench
 
-GGFLOW_COMMAND(bench, add);
+GGFLOW_COMMAND(bench, cmd_bench::add);
 
 }  // namespace ggflow::cli

@@ -13,7 +13,7 @@
 #include "runtime/memory_budget.h"
 
 namespace ggflow::cli {
-namespace {
+namespace cmd_chat {
 
 struct Opts {
   std::string model, system, executor = "cpu", max_memory, kv_type = "f32";
@@ -88,8 +88,8 @@ void add(CLI::App& app, int& rc) {
   });
 }
 
-}  // namespace
+}  // namespace cmd_chat
 
-GGFLOW_COMMAND(chat, add);
+GGFLOW_COMMAND(chat, cmd_chat::add);
 
 }  // namespace ggflow::cli

@@ -9,7 +9,7 @@
 #include "gguf/file.h"
 
 namespace ggflow::cli {
-namespace {
+namespace cmd_dequant {
 
 void add(CLI::App& app, int& rc) {
   auto* cmd = app.add_subcommand("dequant", "Write tensors dequantized to f32 (raw, file order) to stdout");
@@ -40,8 +40,8 @@ void add(CLI::App& app, int& rc) {
   });
 }
 
-}  // namespace
+}  // namespace cmd_dequant
 
-GGFLOW_COMMAND(dequant, add);
+GGFLOW_COMMAND(dequant, cmd_dequant::add);
 
 }  // namespace ggflow::cli

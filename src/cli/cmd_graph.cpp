@@ -13,7 +13,7 @@
 #include "runtime/model_file.h"
 
 namespace ggflow::cli {
-namespace {
+namespace cmd_graph {
 
 void add(CLI::App& app, int& rc) {
   auto* cmd = app.add_subcommand("graph", "Print a model's graph in the raw, SDPA or PagedAttention layout");
@@ -55,8 +55,8 @@ void add(CLI::App& app, int& rc) {
   });
 }
 
-}  // namespace
+}  // namespace cmd_graph
 
-GGFLOW_COMMAND(graph, add);
+GGFLOW_COMMAND(graph, cmd_graph::add);
 
 }  // namespace ggflow::cli

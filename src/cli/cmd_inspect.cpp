@@ -9,7 +9,7 @@
 #include "gguf/file.h"
 
 namespace ggflow::cli {
-namespace {
+namespace cmd_inspect {
 
 using gguf::File;
 using gguf::Value;
@@ -149,8 +149,8 @@ void add(CLI::App& app, int& rc) {
   });
 }
 
-}  // namespace
+}  // namespace cmd_inspect
 
-GGFLOW_COMMAND(inspect, add);
+GGFLOW_COMMAND(inspect, cmd_inspect::add);
 
 }  // namespace ggflow::cli

@@ -19,6 +19,8 @@
 #include <cstdio>
 #include <sstream>
 
+#include <unistd.h>
+
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
@@ -30,7 +32,7 @@
 #include "serving/block_manager.h"
 
 namespace ggflow::cli {
-namespace {
+namespace cmd_run {
 
 Result<std::vector<int32_t>> parse_ids(const std::string& s) {
   std::vector<int32_t> ids;
@@ -144,7 +146,10 @@ Status run_text(Opts o, const runtime::ModelFile& file) {
   const auto messages = nlohmann::ordered_json::array({{{"role", "user"}, {"content", o.prompt}}});
   auto res = o.engine == "paged" ? run_paged(o, file, messages) : run_single(o, file, messages);
   if (!res) return res.error();
-  std::printf("\n");
+  // On a terminal the statistics start on a line of their own; in a pipe stdout is exactly the
+  // answer. Flushed before stderr is written, so `2>&1` keeps the order too.
+  if (isatty(fileno(stdout))) std::fputc('\n', stdout);
+  std::fflush(stdout);
   const auto& u = res->usage;
   const auto& t = res->timing;
   std::fprintf(stderr, "ggflow run: %lld prompt tokens, %lld generated (%s); time to first token %.2f s, %.2f tokens/s\n",
@@ -230,8 +235,8 @@ void add(CLI::App& app, int& rc) {
   });
 }
 
-}  // namespace
+}  // namespace cmd_run
 
-GGFLOW_COMMAND(run, add);
+GGFLOW_COMMAND(run, cmd_run::add);
 
 }  // namespace ggflow::cli

@@ -20,7 +20,7 @@
 #include "server/http_server.h"
 
 namespace ggflow::cli {
-namespace {
+namespace cmd_serve {
 
 struct Opts {
   std::string model, host = "127.0.0.1", kv_cache = "256MiB", api_key, name, max_body = "8MiB", executor = "cpu", max_memory;
@@ -157,8 +157,8 @@ void add(CLI::App& app, int& rc) {
   });
 }
 
-}  // namespace
+}  // namespace cmd_serve
 
-GGFLOW_COMMAND(serve, add);
+GGFLOW_COMMAND(serve, cmd_serve::add);
 
 }  // namespace ggflow::cli

@@ -13,7 +13,7 @@
 #include "gguf/file.h"
 
 namespace ggflow::cli {
-namespace {
+namespace cmd_template {
 
 struct TemplateArgs {
   std::string model, template_file, messages_file;
@@ -111,7 +111,7 @@ void add_template(CLI::App& app, int& rc) {
   });
 }
 
-}  // namespace
+}  // namespace cmd_template
 }  // namespace ggflow::cli
 
-GGFLOW_COMMAND(template, ggflow::cli::add_template);
+GGFLOW_COMMAND(template, ggflow::cli::cmd_template::add_template);

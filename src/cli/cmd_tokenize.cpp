@@ -12,7 +12,7 @@
 #include "gguf/file.h"
 
 namespace ggflow::cli {
-namespace {
+namespace cmd_tokenize {
 
 struct TokenizeArgs {
   std::string model;
@@ -61,7 +61,7 @@ void add_tokenize(CLI::App& app, int& rc) {
   cmd->callback([args, &rc] { rc = run_tokenize(*args); });
 }
 
-}  // namespace
+}  // namespace cmd_tokenize
 }  // namespace ggflow::cli
 
-GGFLOW_COMMAND(tokenize, ggflow::cli::add_tokenize);
+GGFLOW_COMMAND(tokenize, ggflow::cli::cmd_tokenize::add_tokenize);

@@ -1,4 +1,5 @@
-// `ggflow` subcommands. Each lives in its own cmd_<name>.cpp and registers itself with
+// `ggflow` subcommands. Each lives in its own cmd_<name>.cpp, in namespace cmd_<name> (named, not
+// anonymous: the files are compiled together in a unity build, CMakeLists.txt), and registers itself with
 // GGFLOW_COMMAND; its callback stores the process exit code in `rc`. Errors go to stderr as one
 // clear line ("ggflow <cmd>: what is wrong (hint: how to fix it)") with a non-zero exit code.
 #pragma once
