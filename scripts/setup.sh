@@ -56,7 +56,7 @@ if [ ! -f "$stamp" ]; then
     local st
     set +e +o pipefail  # the filter may match nothing; pip's status is the one returned
     .venv/bin/pip install --disable-pip-version-check --progress-bar off "$@" 2>&1 \
-      | grep --line-buffered -E '^ *(Downloading|Using cached|Successfully installed|ERROR|error)' \
+      | grep --line-buffered -E '^ *(Downloading|Using cached|ERROR|error)' \
       | sed -u -E 's/^ *(Downloading|Using cached) ([^ ]*\/)?([^ /]+)(.*)$/setup:   pip: \1 \3\4/' >&2
     st=${PIPESTATUS[0]}
     set -e -o pipefail
