@@ -17,8 +17,11 @@ xB / x1 (ggflow's bench alternates its batch sizes repetition by repetition).
 With -d D both tools run pp and tg after D tokens of context ("pp<P> @ d<D>", llama-bench's -d).
 --kv-type f16 gives ggflow llama.cpp's default KV cache type (llama-bench's cache is f16; ggflow's
 default is f32).
-Prints a Markdown table: llama.cpp t/s, ggflow t/s and the ratio ggflow / llama.cpp (> 1: ggflow
-is faster). Never run it beside a build or a test suite on the same cores.
+Prints the host first (CPU model, SIMD flags, transparent huge pages, read bandwidth measured by
+build/bench/matmul_kernels when it is built), then a Markdown table: llama.cpp t/s, ggflow t/s, the
+ratio ggflow / llama.cpp (> 1: ggflow is faster) and each tool's spread over the rounds ((max - min)
+/ median of its per-round figures: variance is a figure too). `make bench` runs it on the default
+files. Never run it beside a build or a test suite on the same cores.
 """
 import argparse
 import json
@@ -78,6 +81,35 @@ def run_ggflow(bin_, model, a):
     return {rec["test"]: rec["avg_ts"] for rec in json.loads(out)}
 
 
+def host_lines(ggflow_bin):
+    """The host beside every table: CPU, the SIMD flags that matter here, THP, bandwidth."""
+    info = {}
+    for line in open("/proc/cpuinfo"):
+        k, _, v = line.partition(":")
+        info.setdefault(k.strip(), v.strip())
+    flags = info.get("flags", "").split()
+    simd = [f for f in flags if f in ("avx2", "fma", "f16c") or f.startswith(("avx512", "amx", "avx_vnni"))]
+    try:
+        thp = Path("/sys/kernel/mm/transparent_hugepage/enabled").read_text().strip()
+    except OSError:
+        thp = "?"
+    lines = [f"CPU: {info.get('model name', '?')}; {os.cpu_count()} cores",
+             f"SIMD: {' '.join(simd) or 'none'}", f"THP: {thp}"]
+    kernels = Path(ggflow_bin).resolve().parent / "bench" / "matmul_kernels"
+    if kernels.exists():
+        out = subprocess.run([str(kernels), "bandwidth"], capture_output=True, text=True).stdout
+        lines += [l.strip() for l in out.splitlines() if l.startswith("read bandwidth")]
+    return lines
+
+
+def spread(values):
+    """(max - min) / median, in percent: how far the rounds of one tool lie apart."""
+    values = [v for v in values if v]
+    if len(values) < 2:
+        return "–"
+    return f"{100 * (max(values) - min(values)) / statistics.median(values):.0f}%"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--ggflow", default=str(ROOT / "build" / "ggflow"))
@@ -93,10 +125,11 @@ def main():
     ap.add_argument("models", nargs="+")
     a = ap.parse_args()
     lb = llama_bench_path(a.llama_bench)
-    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
-    print(f"CPU: {cpu}; {os.cpu_count()} cores; {a.threads} threads; llama-bench: {lb}\n")
-    print("| model | test | llama.cpp t/s | ggflow t/s | ggflow / llama.cpp |")
-    print("|---|---|---:|---:|---:|")
+    for line in host_lines(a.ggflow):
+        print(line)
+    print(f"{a.threads} threads; {a.rounds} rounds, alternating; llama-bench: {lb}\n")
+    print("| model | test | llama.cpp t/s | ggflow t/s | ggflow / llama.cpp | llama.cpp spread | ggflow spread |")
+    print("|---|---|---:|---:|---:|---:|---:|")
     for m in a.models:
         runs = {"llama": [], "ggflow": []}
         for k in range(a.rounds):
@@ -112,14 +145,15 @@ def main():
             l = med["llama"].get(test)
             ratio = f"{g / l:.2f}x" if l else "–"
             print(f"| {Path(m).name} | {test} | {l:.1f} |" if l else f"| {Path(m).name} | {test} | – |", end="")
-            print(f" {g:.1f} | {ratio} |")
+            print(f" {g:.1f} | {ratio} | {spread([r.get(test) for r in runs['llama']])} |"
+                  f" {spread([r.get(test) for r in runs['ggflow']])} |")
         if a.batch:  # batch scaling: each round's xB / x1 (measured together), median over the rounds
             one, many = f"tg{a.n} x1", f"tg{a.n} x{a.batch}"
             cell = {}
             for tool, rs in runs.items():
                 per = [r[many] / r[one] for r in rs if r.get(one) and r.get(many)]
                 cell[tool] = f"{statistics.median(per):.2f} ({', '.join(f'{x:.2f}' for x in per)})" if per else "–"
-            print(f"| {Path(m).name} | {many} / x1 (rounds) | {cell['llama']} | {cell['ggflow']} | – |")
+            print(f"| {Path(m).name} | {many} / x1 (rounds) | {cell['llama']} | {cell['ggflow']} | – | | |")
     return 0
 
 

@@ -69,6 +69,10 @@ void report(const Opts& o, const runtime::CompiledModel* m) {
   std::fprintf(stderr, "ggflow run: executor %s; plan: %s; last step: %lld nodes on the reference kernel (%s)\n",
                m->describe().c_str(), m->plan_summary().c_str(), static_cast<long long>(m->fallbacks()),
                m->fallback_summary().c_str());
+  const auto kv = m->cache_memory();
+  if (kv.reserved_bytes > 0)  // the paged pool or the raw caches (sdpa's are variables)
+    std::fprintf(stderr, "ggflow run: KV cache: %.1f MiB reserved, %.1f MiB resident\n", double(kv.reserved_bytes) / (1 << 20),
+                 double(kv.resident_bytes) / (1 << 20));
 }
 
 runtime::RunnerOptions runner_options(const Opts& o) {

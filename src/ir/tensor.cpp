@@ -1,6 +1,11 @@
 #include "ir/tensor.h"
 
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 #include <sstream>
 
 #include "gguf/dequant.h"
@@ -14,6 +19,24 @@ Tensor::Tensor(ElementType type, std::vector<int64_t> shape) : type_(type), shap
   data_ = buf->data();
   owner_ = buf;
   writable_ = true;
+}
+
+Result<Tensor> Tensor::reserve(ElementType type, std::vector<int64_t> shape) {
+  Tensor t;
+  t.type_ = type;
+  t.shape_ = std::move(shape);
+  t.nbytes_ = byte_size(type, t.numel());
+  const size_t len = std::max<size_t>(t.nbytes_, 1);
+  // MAP_NORESERVE: no swap is set aside up front; pages are committed as they are first written.
+  void* p = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED)
+    return make_error("could not reserve " + std::to_string(len) + " bytes of address space for a " +
+                          std::string(to_string(type)) + " tensor: " + std::strerror(errno),
+                      "ask for a smaller KV cache (--kv-cache / --kv-blocks)");
+  t.owner_ = std::shared_ptr<void>(p, [len](void* q) { munmap(q, len); });
+  t.data_ = static_cast<const uint8_t*>(p);
+  t.writable_ = true;
+  return t;
 }
 
 Result<Tensor> Tensor::view(ElementType type, std::vector<int64_t> shape,

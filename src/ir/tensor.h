@@ -25,6 +25,10 @@ class Tensor {
   Tensor() = default;
   // Owned, zero-filled. For block types the innermost dimension must be a multiple of the block.
   Tensor(ElementType type, std::vector<int64_t> shape);
+  // Owned, zero-filled on first touch: an anonymous private mapping (address space only), whose
+  // pages the kernel fills with zeros when they are first written, so pages never written cost no
+  // memory (a large KV pool is free until it is used). Errors when the mapping cannot be made.
+  static Result<Tensor> reserve(ElementType type, std::vector<int64_t> shape);
   // A zero-copy view. Errors when `bytes` is not exactly the size the type and shape need.
   static Result<Tensor> view(ElementType type, std::vector<int64_t> shape,
                              std::shared_ptr<const void> owner, std::span<const uint8_t> bytes);

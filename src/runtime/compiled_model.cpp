@@ -1,5 +1,6 @@
 #include "runtime/compiled_model.h"
 
+#include <cstdlib>
 #include <unordered_map>
 
 #include "ir/op_registry.h"
@@ -8,6 +9,14 @@ namespace ggflow::runtime {
 
 Result<std::unique_ptr<CompiledModel>> compile_ref(ir::Model model);                              // ref_executor.cpp
 Result<std::unique_ptr<CompiledModel>> compile_cpu(ir::Model model, const CompileOptions& options);  // cpu_executor.cpp
+
+bool kv_poison_enabled() {
+  static const bool on = [] {
+    const char* v = std::getenv("GGFLOW_KV_POISON");
+    return v != nullptr && *v != 0 && std::string_view(v) != "0";
+  }();
+  return on;
+}
 
 Result<Executor> executor_from_name(std::string_view name) {
   if (name == "cpu") return Executor::cpu;

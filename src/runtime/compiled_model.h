@@ -81,9 +81,21 @@ class CompiledModel {
 
   // Every cache gets `rows` along its dynamic axis, zero-filled the first time; what is written
   // in the leading rows is kept. The one place caches are allocated or grown: the paged pool
-  // once, a single sequence's context by doubling (amortized O(1) per token, never per step).
+  // once, a single sequence's context by doubling. The caches are reserved, not touched
+  // (ir::Tensor::reserve): a row costs memory when a step first writes it, so a large pool is
+  // free until used. Within reserve_caches(max_rows) a resize neither copies nor moves a byte.
   virtual Status resize_caches(int64_t rows) = 0;
+  // Address space for up to `max_rows` rows (nothing is committed); a no-op below what is reserved.
+  virtual Status reserve_caches(int64_t max_rows) = 0;
   int64_t cache_rows() const { return cache_rows_; }
+  // Debug (kv_poison_enabled): rows [first, first + n) of every cache set to all-ones bytes (NaN in
+  // f32 and f16), so a step that read a slot before writing it would change the logits.
+  virtual void poison_cache_rows(int64_t first, int64_t n) = 0;
+  // The caches' memory: address space reserved and bytes resident (pages written so far).
+  struct CacheMemory {
+    int64_t reserved_bytes = 0, resident_bytes = 0;
+  };
+  virtual CacheMemory cache_memory() const = 0;
   // One step. `inputs`: one tensor per input, in order. `visible_rows`: how much of each cache's
   // dynamic axis the step sees (-1: all). On error the caches may be partly written.
   virtual Status run(std::span<const ir::Tensor> inputs, int64_t visible_rows = -1) = 0;
@@ -105,6 +117,10 @@ class CompiledModel {
   int64_t cache_rows_ = 0;
   int64_t cache_copies_ = 0;
 };
+
+// GGFLOW_KV_POISON=1: caches are poisoned where they are reserved and where a block is handed out
+// again (PagedRunner), to prove that no step reads a cache slot before writing it.
+bool kv_poison_enabled();
 
 // Takes the model (it lives as long as the compiled model). Errors: the signature, the executor's.
 Result<std::unique_ptr<CompiledModel>> compile(ir::Model model, const CompileOptions& options = {});

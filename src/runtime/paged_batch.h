@@ -35,6 +35,9 @@ struct ScheduledBatch {
   std::vector<uint64_t> seq_ids;               // [B]: request of each subsequence
   std::vector<int32_t> sampled_seq;            // [R]: subsequence of each sampled row
   int32_t num_decode_seqs = 0;                 // subsequences [0, num_decode_seqs) are decode rows
+  std::vector<int32_t> fresh_blocks;           // handed out by the block manager for this step: their
+                                               // slots are written before they are read (a runner
+                                               // may poison them: kv_poison_enabled)
 
   int64_t num_tokens() const { return int64_t(input_ids.size()); }
   int32_t num_seqs() const { return int32_t(past_lens.size()); }

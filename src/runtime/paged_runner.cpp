@@ -58,6 +58,8 @@ Result<LogitsRows> PagedRunner::forward(const ScheduledBatch& b) {
   ints(inputs_[in_bib_], type(in_bib_), {B + 1}, b.block_indices_begins);           // [B+1]
   ints(inputs_[in_max_], type(in_max_), {}, std::span<const int32_t>(&b.max_context_len, 1));
   ints(inputs_[in_sampled_], type(in_sampled_), {R}, b.sampled_tokens_indices);     // [R]
+  if (kv_poison_enabled())  // debug: the blocks handed out again hold NaN until this step writes them
+    for (int32_t block : b.fresh_blocks) cm_->poison_cache_rows(block, 1);
   if (auto s = cm_->run(inputs_); !s) return s.error();
   const ir::Tensor& l = cm_->output(out_logits_);                                    // f32 [R, 1, V]
   if (l.type() != ir::ElementType::f32 || l.numel() != R * n_vocab_)

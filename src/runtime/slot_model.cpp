@@ -1,5 +1,8 @@
 #include "runtime/slot_model.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -14,23 +17,74 @@ Status SlotModel::adopt(ir::Model m) {
   writable_.assign(model_->parameters().size(), 0);
   for (const auto& c : sig_.caches) writable_[c.param] = 1;
   caches_.resize(sig_.caches.size());
+  storage_.resize(sig_.caches.size());
   outputs_.resize(sig_.outputs.size());
+  return {};
+}
+
+Status SlotModel::reserve_caches(int64_t max_rows) {
+  if (max_rows < 0) return make_error("cache rows must be >= 0, got " + std::to_string(max_rows));
+  if (reserved_ && max_rows <= reserved_rows_) return {};
+  for (const auto& c : sig_.caches) params_[c.param] = {};  // no slot keeps an old cache alive
+  storage_.resize(caches_.size());
+  for (size_t i = 0; i < caches_.size(); ++i) {
+    const auto& sc = sig_.caches[i];
+    auto shape = sc.shape;
+    if (sc.dynamic_axis >= 0) shape[sc.dynamic_axis] = max_rows;
+    auto r = ir::Tensor::reserve(sc.type, shape);  // leading rows are contiguous (read_signature)
+    if (!r) return r.error();
+    // Growth past the reservation copies what was written (the rows in use); inside it, nothing.
+    if (!caches_[i].empty_handle())
+      std::memcpy(r->mutable_bytes(), caches_[i].bytes(), std::min(r->nbytes(), caches_[i].nbytes()));
+    storage_[i] = std::move(*r);
+    if (kv_poison_enabled() && sc.dynamic_axis >= 0 && max_rows > cache_rows_) {
+      const size_t row = storage_[i].nbytes() / size_t(std::max<int64_t>(1, max_rows));
+      std::memset(storage_[i].mutable_bytes() + size_t(cache_rows_) * row, 0xff, size_t(max_rows - cache_rows_) * row);
+    }
+  }
+  reserved_rows_ = max_rows;
+  reserved_ = true;
+  for (size_t i = 0; i < caches_.size(); ++i)
+    caches_[i] = sig_.caches[i].dynamic_axis >= 0 ? storage_[i].leading(size_t(sig_.caches[i].dynamic_axis), cache_rows_)
+                                                  : storage_[i];
   return {};
 }
 
 Status SlotModel::resize_caches(int64_t rows) {
   if (rows < 0) return make_error("cache rows must be >= 0, got " + std::to_string(rows));
-  for (const auto& c : sig_.caches) params_[c.param] = {};  // no slot keeps an old cache alive
-  for (size_t i = 0; i < caches_.size(); ++i) {
-    auto shape = sig_.caches[i].shape;
-    if (sig_.caches[i].dynamic_axis >= 0) shape[sig_.caches[i].dynamic_axis] = rows;
-    ir::Tensor grown(sig_.caches[i].type, shape);  // leading rows are contiguous (read_signature)
-    if (!caches_[i].empty_handle())
-      std::memcpy(grown.mutable_bytes(), caches_[i].bytes(), std::min(grown.nbytes(), caches_[i].nbytes()));
-    caches_[i] = std::move(grown);
-  }
+  if (!reserved_ || rows > reserved_rows_)
+    if (auto s = reserve_caches(std::max(rows, reserved_rows_)); !s) return s;
+  for (const auto& c : sig_.caches) params_[c.param] = {};
+  for (size_t i = 0; i < caches_.size(); ++i)
+    caches_[i] = sig_.caches[i].dynamic_axis >= 0 ? storage_[i].leading(size_t(sig_.caches[i].dynamic_axis), rows)
+                                                  : storage_[i];
   cache_rows_ = rows;
   return {};
+}
+
+void SlotModel::poison_cache_rows(int64_t first, int64_t n) {
+  for (size_t i = 0; i < caches_.size(); ++i) {
+    if (sig_.caches[i].dynamic_axis < 0 || cache_rows_ == 0) continue;
+    const size_t row = caches_[i].nbytes() / size_t(cache_rows_);
+    const int64_t b = std::clamp<int64_t>(first, 0, cache_rows_), e = std::clamp<int64_t>(first + n, b, cache_rows_);
+    std::memset(caches_[i].mutable_bytes() + size_t(b) * row, 0xff, size_t(e - b) * row);
+  }
+}
+
+CompiledModel::CacheMemory SlotModel::cache_memory() const {
+  CacheMemory m;
+  const size_t page = size_t(sysconf(_SC_PAGESIZE));
+  std::vector<unsigned char> in_core;
+  for (const auto& t : storage_) {
+    if (t.empty_handle() || t.nbytes() == 0) continue;
+    m.reserved_bytes += int64_t(t.nbytes());
+    // The mapping starts on a page (mmap); its resident pages, as the kernel counts them.
+    const size_t pages = (t.nbytes() + page - 1) / page;
+    in_core.assign(pages, 0);
+    if (mincore(const_cast<uint8_t*>(t.bytes()), t.nbytes(), in_core.data()) != 0) continue;
+    for (unsigned char c : in_core) m.resident_bytes += (c & 1) ? int64_t(page) : 0;
+  }
+  return m;
 }
 
 Status SlotModel::run(std::span<const ir::Tensor> inputs, int64_t visible) {

@@ -113,6 +113,11 @@ void Server::set_model(std::unique_ptr<pipeline::ContinuousBatchingPipeline> pip
   pipe_ = std::move(pipe);
   model_ = ModelInfo{cfg_.served_name, context, pipe_->format()};
   loop_ = std::make_unique<EngineLoop>(*pipe_, cfg_.loop, metrics_);
+  if (const runtime::CompiledModel* cm = pipe_->compiled_model())
+    metrics_.set_kv_memory([cm] {
+      const auto m = cm->cache_memory();
+      return std::pair{m.reserved_bytes, m.resident_bytes};
+    });
   ready_ = true;
 }
 

@@ -68,6 +68,11 @@ void Metrics::on_response(int status) {
   ++responses_[status];
 }
 
+void Metrics::set_kv_memory(std::function<std::pair<int64_t, int64_t>()> read) {
+  std::lock_guard<std::mutex> l(m_);
+  kv_memory_ = std::move(read);
+}
+
 std::string Metrics::render() const {
   std::lock_guard<std::mutex> l(m_);
   std::string out;
@@ -83,6 +88,11 @@ std::string Metrics::render() const {
       "ggflow:cache_config_info{{block_size=\"{}\",num_gpu_blocks=\"{}\"}} 1\n",
       g_.block_size, g_.num_blocks);
   one("ggflow:kv_cache_blocks_used", "gauge", "KV-cache blocks held by requests.", g_.blocks_used);
+  if (kv_memory_) {
+    const auto [reserved, resident] = kv_memory_();
+    one("ggflow:kv_cache_reserved_bytes", "gauge", "Address space reserved for the KV pool (not memory until written).", reserved);
+    one("ggflow:kv_cache_resident_bytes", "gauge", "Bytes of the KV pool in memory (pages written so far).", resident);
+  }
   one("ggflow:prefix_cache_queries_total", "counter", "Prompt tokens looked up in the prefix cache.", prefix_queries_);
   one("ggflow:prefix_cache_hits_total", "counter", "Prompt tokens found in the prefix cache.", prefix_hits_);
   one("ggflow:prefix_cache_hit_ratio", "gauge", "Prefix-cache hits / queries (tokens).",

@@ -3,9 +3,11 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "serving/sequence.h"
@@ -45,6 +47,9 @@ class Metrics {
   void on_finished(text::FinishReason why, const serving::RequestUsage& usage, const serving::RequestTiming& timing);
   void on_response(int status);
   EngineGauges gauges() const;
+  // The KV pool's memory, read when /metrics is rendered (not per step: counting resident pages
+  // walks the pool's page table): address space reserved and bytes resident.
+  void set_kv_memory(std::function<std::pair<int64_t, int64_t>()> read);
   std::string render() const;  // Prometheus text format 0.0.4
 
  private:
@@ -55,6 +60,7 @@ class Metrics {
   std::map<std::string, int64_t> finished_;   // finished_reason -> count
   std::map<int, int64_t> responses_;          // HTTP status -> count
   Histogram ttft_, tpot_, e2e_;
+  std::function<std::pair<int64_t, int64_t>()> kv_memory_;
 };
 
 }  // namespace ggflow::server

@@ -73,6 +73,7 @@ int32_t BlockManager::take_fresh_block() {
   // Invariant: a block leaves the free stack / LRU only here, exactly when it gets its first owner.
   GGFLOW_CHECK(ref_[size_t(b)] == 0, "a free block has no owner");
   ref_[size_t(b)] = 1;
+  fresh_.push_back(b);
   return b;
 }
 

@@ -20,6 +20,7 @@
 #include <optional>
 #include <span>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "serving/prefix_cache.h"
@@ -67,6 +68,9 @@ class BlockManager {
   void commit(RequestId seq, std::span<const int32_t> tokens, int64_t num_computed);
   // Releases seq's blocks (finish, cancel, preemption). No-op for a sequence without blocks.
   void free(RequestId seq);
+  // The blocks taken from the free stack or the evictable LRU since the last call (their next owner
+  // writes each slot before it reads it), in the order handed out.
+  std::vector<int32_t> drain_fresh_blocks() { return std::exchange(fresh_, {}); }
 
   bool has(RequestId seq) const { return seqs_.count(seq) != 0; }
   const std::vector<int32_t>& table(RequestId seq) const;
@@ -89,6 +93,7 @@ class BlockManager {
   bool caching_;
   std::vector<int32_t> ref_;   // [num_blocks]
   std::vector<int32_t> free_;  // free stack; back() is handed out next
+  std::vector<int32_t> fresh_;  // handed out since the last drain_fresh_blocks()
   PrefixCache cache_;
   std::unordered_map<RequestId, SeqBlocks> seqs_;
 };

@@ -98,6 +98,7 @@ SchedulerOutput Scheduler::schedule() {
   const auto num_decode = int32_t(out.chunks.size());
   out.chunks.insert(out.chunks.end(), plan.prefill.begin(), plan.prefill.end());
   out.batch = build_batch(out.chunks, num_decode);
+  out.batch.fresh_blocks = blocks_.drain_fresh_blocks();
   out.preempted = std::move(plan.preempted);
   return out;
 }
