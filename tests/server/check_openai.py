@@ -478,7 +478,8 @@ METRICS = {  # docs/SERVER.md's metrics table: name -> type
     "ggflow:prompt_tokens_total": "counter", "ggflow:generation_tokens_total": "counter",
     "ggflow:request_success_total": "counter", "ggflow:time_to_first_token_seconds": "histogram",
     "ggflow:time_per_output_token_seconds": "histogram", "ggflow:e2e_request_latency_seconds": "histogram",
-    "ggflow:http_requests_total": "counter",
+    "ggflow:http_requests_total": "counter", "ggflow:kv_cache_blocks_used": "gauge",
+    "ggflow:kv_cache_reserved_bytes": "gauge", "ggflow:kv_cache_resident_bytes": "gauge",
 }
 
 
@@ -510,6 +511,11 @@ def check_metrics_names(srv):
             problems.append(f"http_requests_total{{code=\"{code}\"}} not > 0")
     if hist:
         problems.append(f"histograms without observations: {hist}")
+    # The pool is reserved, not touched: requests were served, so some of it is resident, and never
+    # more than the pool.
+    reserved, resident = m.get("ggflow:kv_cache_reserved_bytes", 0), m.get("ggflow:kv_cache_resident_bytes", 0)
+    if not (0 < resident <= reserved):
+        problems.append(f"kv_cache_resident_bytes {resident} not in (0, reserved {reserved}]")
     c.check(not problems, "/metrics: cache_config_info labels, counters and histograms count what was served",
             "; ".join(problems))
 
