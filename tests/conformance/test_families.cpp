@@ -7,9 +7,12 @@
 //              F16: NMSE < 1e-6 [8.9e-8], row std within 5e-4 [1.4e-4: llama.cpp rounds
 //              activations to f16 before F16 matmuls, and 64-wide rows average little of it out].
 //              Q8_0: NMSE < 1e-3 [9.0e-5], row std within 1e-2 [2.1e-3]; llama.cpp rounds
-//              activations to 8 bits, the evaluator keeps f32 and the CPU executor rounds its own
-//              way, so top-1 may differ where llama.cpp's margin is below 0.1 logits on the
-//              evaluator [flips seen at margins up to 0.065] and 0.25 on the CPU executor.
+//              activations to 8 bits, the evaluator keeps f32, so top-1 may differ where
+//              llama.cpp's margin is below 0.1 logits on the evaluator [flips seen at margins up
+//              to 0.065]. The CPU executor rounds activations as llama.cpp does (quant_act.h):
+//              NMSE < 2e-4 [llama3, mistral, phi3, qwen3 ~4e-15; qwen2 8.9e-6, gemma2 1.8e-5,
+//              gemma4 7.1e-5: their other ops differ], top-1 and the greedy continuation equal
+//              wherever llama.cpp's margin is >= 0.02 logits.
 //   Layouts    raw = SDPA = PagedAttention by memcmp: one sequence, and batched + chunked.
 //   GenAI      the adaptation applies: FixEmbdAxis rewrites every token-table lookup, and the
 //              verifier's broadcast guard (run after every pass) stays quiet.
@@ -52,7 +55,7 @@ bool quantized(const std::string& model) { return model.find("-f16") == std::str
 
 constexpr Limits kFamilyF16{1e-6, 5e-4, false};
 constexpr Limits kFamilyQ8Ref{1e-3, 1e-2, true, 0.1};
-constexpr Limits kFamilyQ8Cpu{1e-3, 1e-2, true, kCpuTieEps};
+constexpr Limits kFamilyQ8Cpu{2e-4, 1e-2, true, kCpuTieEps};
 
 class Family : public ::testing::TestWithParam<std::string> {
  protected:

@@ -410,13 +410,17 @@ TEST(QuantAct, RandomRowsEqualTwin) {
         for (size_t b = 0; b < x.size() / 32; ++b) {
           BlockQA32 blk;
           std::memcpy(&blk, q[0].data() + b * sizeof blk, sizeof blk);
+          float amax = 0;
+          for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(x[b * 32 + i]));
+          const float dr = amax / 127.0f;  // the unrounded step; d and s are its f16 roundings
           int32_t sum = 0;
           for (int i = 0; i < 32; ++i) {
             sum += blk.q[i];
-            EXPECT_LE(std::fabs(x[b * 32 + i] - blk.d * blk.q[i]), blk.d * 0.5f * 1.0001f);
+            EXPECT_LE(std::fabs(x[b * 32 + i] - dr * blk.q[i]), dr * 0.5f * 1.0001f);
           }
           EXPECT_EQ(sum, blk.sum);
-          EXPECT_EQ(blk.s, blk.d * static_cast<float>(sum));
+          EXPECT_EQ(blk.d, gguf::f16_to_f32(gguf::f32_to_f16(dr)));
+          EXPECT_EQ(blk.s, gguf::f16_to_f32(gguf::f32_to_f16(dr * static_cast<float>(sum))));
           EXPECT_EQ(blk.reserved, 0);
         }
       } else {
@@ -427,7 +431,7 @@ TEST(QuantAct, RandomRowsEqualTwin) {
             int32_t s = 0;
             for (int i = 0; i < 16; ++i) {
               s += blk.q[16 * j + i];
-              EXPECT_LE(std::fabs(x[b * 256 + 16 * j + i] - blk.d * blk.q[16 * j + i]), blk.d * 0.5f * 1.0001f);
+              EXPECT_LE(std::fabs(x[b * 256 + 16 * j + i] - blk.d * blk.q[16 * j + i]), std::fabs(blk.d) * 0.5f * 1.0001f);
             }
             EXPECT_EQ(s, blk.bsums[j]);
           }
@@ -462,10 +466,10 @@ TEST(QuantAct, AllZeros) {
 
 TEST(QuantAct, SingleHugeValue) {
   std::vector<float> x(32, 1.0f);
-  x[13] = -1e30f;
+  x[13] = -1e4f;
   const BlockQA32 b = quant32(x);
   EXPECT_EQ(b.q[13], -127);
-  EXPECT_EQ(b.d, 1e30f / 127.0f);
+  EXPECT_EQ(b.d, gguf::f16_to_f32(gguf::f32_to_f16(1e4f / 127.0f)));
   for (int i = 0; i < 32; ++i)
     if (i != 13) {
       EXPECT_EQ(b.q[i], 0);
@@ -482,6 +486,35 @@ TEST(QuantAct, TiesRoundToEven) {
   const int expect[] = {127, 0, 2, 2, 0, -2, -2, 126, -126, 4, 4, -4};
   for (int i = 0; i < 12; ++i) EXPECT_EQ(b.q[i], expect[i]) << "x=" << x[i];
   for (int i = 12; i < 32; ++i) EXPECT_EQ(b.q[i], 0);
+}
+
+// The 256-blocks take llama.cpp's q8_K scale: iscale = -127 / max, d = 1 / iscale, where max is the
+// signed value of largest magnitude (+amax when both signs reach it).
+TEST(QuantAct, SuperBlockScaleIsSigned) {
+  for (float sign : {1.0f, -1.0f}) {
+    std::vector<float> x(256, 0.25f);
+    x[40] = 3.0f * sign;
+    std::vector<std::vector<uint8_t>> q;
+    quantize_all(GgmlType::Q4_K, x, q);
+    EXPECT_TRUE(all_isas_equal(q));
+    BlockQA256 b;
+    std::memcpy(&b, q[0].data(), sizeof b);
+    const float iscale = -127.0f / (3.0f * sign);
+    EXPECT_EQ(b.d, 1.0f / iscale);
+    EXPECT_EQ(b.q[40], -127);
+    EXPECT_EQ(b.q[0], static_cast<int>(std::nearbyint(0.25f * iscale)));
+  }
+  std::vector<float> both(256, 0.0f);
+  both[3] = -2.0f;
+  both[9] = 2.0f;  // both signs reach amax: the positive one is max
+  std::vector<std::vector<uint8_t>> q;
+  quantize_all(GgmlType::Q6_K, both, q);
+  EXPECT_TRUE(all_isas_equal(q));
+  BlockQA256 b;
+  std::memcpy(&b, q[0].data(), sizeof b);
+  EXPECT_EQ(b.d, 1.0f / (-127.0f / 2.0f));
+  EXPECT_EQ(b.q[9], -127);
+  EXPECT_EQ(b.q[3], 127);
 }
 
 TEST(QuantAct, NonFinitePolicy) {

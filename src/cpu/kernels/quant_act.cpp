@@ -1,6 +1,8 @@
 // The activation quantizer's scalar twin (the specification, see quant_act.h) and its dispatch.
 #include "cpu/kernels/quant_act.h"
 
+#include "gguf/dequant.h"
+
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -40,10 +42,20 @@ size_t quant_act_row_bytes(GgmlType wtype, int64_t K) {
 }
 
 namespace detail {
+
+float f16_round(float x) { return gguf::f16_to_f32(gguf::f32_to_f16(x)); }
+
+float qa256_max(uint32_t amax_bits, bool positive) {
+  const uint32_t b = positive ? amax_bits : (amax_bits | 0x80000000u);
+  float m;
+  std::memcpy(&m, &b, 4);
+  return m;
+}
+
 namespace {
 
 // amax on the bit patterns of |x| (see quant_act.h).
-float block_amax(const float* x, int n) {
+uint32_t block_amax_bits(const float* x, int n) {
   uint32_t m = 0;
   for (int i = 0; i < n; ++i) {
     uint32_t b;
@@ -51,9 +63,13 @@ float block_amax(const float* x, int n) {
     b &= 0x7FFFFFFFu;
     m = b > m ? b : m;
   }
-  float a;
-  std::memcpy(&a, &m, 4);
-  return a;
+  return m;
+}
+
+float from_bits(uint32_t b) {
+  float f;
+  std::memcpy(&f, &b, 4);
+  return f;
 }
 
 int8_t quant_one(float x, float id) {
@@ -68,16 +84,16 @@ int8_t quant_one(float x, float id) {
 void quant_act_qa32_scalar(const float* x, int64_t nb, uint8_t* out) {
   for (int64_t b = 0; b < nb; ++b, x += 32) {
     BlockQA32 o;
-    const float amax = block_amax(x, 32);
-    const float d = amax / 127.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    const float amax = from_bits(block_amax_bits(x, 32));
+    const float dr = amax / 127.0f;
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
     int32_t sum = 0;
     for (int i = 0; i < 32; ++i) {
       o.q[i] = quant_one(x[i], id);
       sum += o.q[i];
     }
-    o.d = d;
-    o.s = d * static_cast<float>(sum);
+    o.d = f16_round(dr);
+    o.s = f16_round(dr * static_cast<float>(sum));
     o.sum = sum;
     o.reserved = 0;
     std::memcpy(out + b * sizeof o, &o, sizeof o);
@@ -86,20 +102,26 @@ void quant_act_qa32_scalar(const float* x, int64_t nb, uint8_t* out) {
 
 void quant_act_qa256_scalar(const float* x, int64_t nb, uint8_t* out) {
   for (int64_t b = 0; b < nb; ++b, x += 256) {
-    BlockQA256 o;
-    const float amax = block_amax(x, 256);
-    const float d = amax / 127.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    for (int j = 0; j < 16; ++j) {
-      int32_t s = 0;
-      for (int i = 0; i < 16; ++i) {
-        o.q[16 * j + i] = quant_one(x[16 * j + i], id);
-        s += o.q[16 * j + i];
+    BlockQA256 o{};
+    const uint32_t amax = block_amax_bits(x, 256);
+    if (amax != 0) {
+      bool positive = false;
+      for (int i = 0; i < 256; ++i) {
+        uint32_t bits;
+        std::memcpy(&bits, &x[i], 4);
+        positive = positive || bits == amax;
       }
-      o.bsums[j] = static_cast<int16_t>(s);
+      const float iscale = -127.0f / qa256_max(amax, positive);
+      for (int j = 0; j < 16; ++j) {
+        int32_t s = 0;
+        for (int i = 0; i < 16; ++i) {
+          o.q[16 * j + i] = quant_one(x[16 * j + i], iscale);
+          s += o.q[16 * j + i];
+        }
+        o.bsums[j] = static_cast<int16_t>(s);
+      }
+      o.d = 1.0f / iscale;
     }
-    o.d = d;
-    o.reserved[0] = o.reserved[1] = o.reserved[2] = 0;
     std::memcpy(out + b * sizeof o, &o, sizeof o);
   }
 }

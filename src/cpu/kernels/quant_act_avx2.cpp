@@ -53,16 +53,17 @@ void quant_act_qa32_avx2(const float* x, int64_t nb, uint8_t* out) {
   for (int64_t b = 0; b < nb; ++b, x += 32) {
     const __m256i a = _mm256_max_epu32(_mm256_max_epu32(absbits(x), absbits(x + 8)),
                                        _mm256_max_epu32(absbits(x + 16), absbits(x + 24)));
-    const float d = bits_to_float(hmax_epu32(a)) / 127.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    const float amax = bits_to_float(hmax_epu32(a));
+    const float dr = amax / 127.0f;
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
     const __m256 vid = _mm256_set1_ps(id);
     const __m256i q0 = quant8(_mm256_loadu_ps(x), vid), q1 = quant8(_mm256_loadu_ps(x + 8), vid);
     const __m256i q2 = quant8(_mm256_loadu_ps(x + 16), vid), q3 = quant8(_mm256_loadu_ps(x + 24), vid);
     const int32_t sum = hsum_epi32(_mm256_add_epi32(_mm256_add_epi32(q0, q1), _mm256_add_epi32(q2, q3)));
     BlockQA32 o;
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(o.q), pack32(q0, q1, q2, q3));
-    o.d = d;
-    o.s = d * static_cast<float>(sum);
+    o.d = f16_round(dr);
+    o.s = f16_round(dr * static_cast<float>(sum));
     o.sum = sum;
     o.reserved = 0;
     std::memcpy(out + b * sizeof o, &o, sizeof o);
@@ -73,20 +74,25 @@ void quant_act_qa256_avx2(const float* x, int64_t nb, uint8_t* out) {
   for (int64_t b = 0; b < nb; ++b, x += 256) {
     __m256i a = _mm256_setzero_si256();
     for (int i = 0; i < 32; ++i) a = _mm256_max_epu32(a, absbits(x + 8 * i));
-    const float d = bits_to_float(hmax_epu32(a)) / 127.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    const __m256 vid = _mm256_set1_ps(id);
-    BlockQA256 o;
-    for (int j = 0; j < 8; ++j) {  // 32 values: groups 2j and 2j+1
-      const float* p = x + 32 * j;
-      const __m256i q0 = quant8(_mm256_loadu_ps(p), vid), q1 = quant8(_mm256_loadu_ps(p + 8), vid);
-      const __m256i q2 = quant8(_mm256_loadu_ps(p + 16), vid), q3 = quant8(_mm256_loadu_ps(p + 24), vid);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(o.q + 32 * j), pack32(q0, q1, q2, q3));
-      o.bsums[2 * j] = static_cast<int16_t>(hsum_epi32(_mm256_add_epi32(q0, q1)));
-      o.bsums[2 * j + 1] = static_cast<int16_t>(hsum_epi32(_mm256_add_epi32(q2, q3)));
+    const uint32_t amax = hmax_epu32(a);
+    BlockQA256 o{};
+    if (amax != 0) {
+      const __m256i va = _mm256_set1_epi32(static_cast<int32_t>(amax));
+      __m256i hit = _mm256_setzero_si256();
+      for (int i = 0; i < 32; ++i)
+        hit = _mm256_or_si256(hit, _mm256_cmpeq_epi32(_mm256_castps_si256(_mm256_loadu_ps(x + 8 * i)), va));
+      const float iscale = -127.0f / qa256_max(amax, !_mm256_testz_si256(hit, hit));
+      const __m256 vis = _mm256_set1_ps(iscale);
+      for (int j = 0; j < 8; ++j) {  // 32 values: groups 2j and 2j+1
+        const float* p = x + 32 * j;
+        const __m256i q0 = quant8(_mm256_loadu_ps(p), vis), q1 = quant8(_mm256_loadu_ps(p + 8), vis);
+        const __m256i q2 = quant8(_mm256_loadu_ps(p + 16), vis), q3 = quant8(_mm256_loadu_ps(p + 24), vis);
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(o.q + 32 * j), pack32(q0, q1, q2, q3));
+        o.bsums[2 * j] = static_cast<int16_t>(hsum_epi32(_mm256_add_epi32(q0, q1)));
+        o.bsums[2 * j + 1] = static_cast<int16_t>(hsum_epi32(_mm256_add_epi32(q2, q3)));
+      }
+      o.d = 1.0f / iscale;
     }
-    o.d = d;
-    o.reserved[0] = o.reserved[1] = o.reserved[2] = 0;
     std::memcpy(out + b * sizeof o, &o, sizeof o);
   }
 }

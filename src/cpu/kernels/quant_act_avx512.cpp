@@ -33,16 +33,16 @@ void quant_act_qa32_avx512(const float* x, int64_t nb, uint8_t* out) {
     const __m512i a = _mm512_max_epu32(_mm512_and_si512(_mm512_castps_si512(x0), absmask),
                                        _mm512_and_si512(_mm512_castps_si512(x1), absmask));
     const float amax = bits_to_float(_mm512_reduce_max_epu32(a));
-    const float d = amax / 127.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    const float dr = amax / 127.0f;
+    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
     const __m512 vid = _mm512_set1_ps(id);
     const __m512i q0 = quant16(x0, vid), q1 = quant16(x1, vid);
     const int32_t sum = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
     BlockQA32 o;
     _mm_storeu_si128(reinterpret_cast<__m128i*>(o.q), _mm512_cvtepi32_epi8(q0));
     _mm_storeu_si128(reinterpret_cast<__m128i*>(o.q + 16), _mm512_cvtepi32_epi8(q1));
-    o.d = d;
-    o.s = d * static_cast<float>(sum);
+    o.d = f16_round(dr);
+    o.s = f16_round(dr * static_cast<float>(sum));
     o.sum = sum;
     o.reserved = 0;
     std::memcpy(out + b * sizeof o, &o, sizeof o);
@@ -55,20 +55,23 @@ void quant_act_qa256_avx512(const float* x, int64_t nb, uint8_t* out) {
     __m512i a = _mm512_setzero_si512();
     for (int i = 0; i < 16; ++i)
       a = _mm512_max_epu32(a, _mm512_and_si512(_mm512_castps_si512(_mm512_loadu_ps(x + 16 * i)), absmask));
-    const float amax = bits_to_float(_mm512_reduce_max_epu32(a));
-    const float d = amax / 127.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
-    const __m512 vid = _mm512_set1_ps(id);
-    BlockQA256 o;
-    alignas(64) int32_t sums[16];
-    for (int j = 0; j < 16; ++j) {
-      const __m512i q = quant16(_mm512_loadu_ps(x + 16 * j), vid);
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(o.q + 16 * j), _mm512_cvtepi32_epi8(q));
-      sums[j] = _mm512_reduce_add_epi32(q);
+    const uint32_t amax = _mm512_reduce_max_epu32(a);
+    BlockQA256 o{};
+    if (amax != 0) {
+      const __m512i va = _mm512_set1_epi32(static_cast<int32_t>(amax));
+      __mmask16 hit = 0;
+      for (int i = 0; i < 16; ++i) hit |= _mm512_cmpeq_epi32_mask(_mm512_castps_si512(_mm512_loadu_ps(x + 16 * i)), va);
+      const float iscale = -127.0f / qa256_max(amax, hit != 0);
+      const __m512 vis = _mm512_set1_ps(iscale);
+      alignas(64) int32_t sums[16];
+      for (int j = 0; j < 16; ++j) {
+        const __m512i q = quant16(_mm512_loadu_ps(x + 16 * j), vis);
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(o.q + 16 * j), _mm512_cvtepi32_epi8(q));
+        sums[j] = _mm512_reduce_add_epi32(q);
+      }
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(o.bsums), _mm512_cvtepi32_epi16(_mm512_load_si512(sums)));
+      o.d = 1.0f / iscale;
     }
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(o.bsums), _mm512_cvtepi32_epi16(_mm512_load_si512(sums)));
-    o.d = d;
-    o.reserved[0] = o.reserved[1] = o.reserved[2] = 0;
     std::memcpy(out + b * sizeof o, &o, sizeof o);
   }
 }
