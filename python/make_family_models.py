@@ -5,8 +5,9 @@ Each family keeps its real architecture's shape features (GQA, head size apart f
 biases, Q/K norms, fused tensors, partial rotary, RoPE frequency factors, sliding windows,
 soft-caps, sandwich norms) at small widths (64 wide, 3 layers), with random weights and a real
 tokenizer from ../shared/data/tokenizer where one is at hand (the model is then exactly as
-llama.cpp would load a converted checkpoint of that family). Weight types: F16 and Q8_0 (matrices
-and the embedding; norms, biases and RoPE factors f32, as the converters write them).
+llama.cpp would load a converted checkpoint of that family). Weight types: F16, Q8_0, Q4_0 and
+Q4_1 (matrices and the embedding; norms, biases and RoPE factors f32, as the converters write
+them); every type holds the same drawn weights.
 
 Deterministic: the same seed gives the same bytes (numpy's generator, float32 draws), so tests
 regenerate the files into the build directory instead of committing them; the goldens in
@@ -45,7 +46,10 @@ FAMILIES = {
                    tied=True, sandwich=True, sliding_window=8, swa_list=[True, True, False], n_rot_swa=8,
                    per_layer=32, rope_freqs_global=True, out_scale=True, final_softcap=30.0),
 }
-TYPES = {"f16": gguf.GGMLQuantizationType.F16, "q8_0": gguf.GGMLQuantizationType.Q8_0}
+TYPES = {"f16": gguf.GGMLQuantizationType.F16, "q8_0": gguf.GGMLQuantizationType.Q8_0,
+         "q4_0": gguf.GGMLQuantizationType.Q4_0, "q4_1": gguf.GGMLQuantizationType.Q4_1}
+FILE_TYPES = {"f16": gguf.LlamaFileType.MOSTLY_F16, "q8_0": gguf.LlamaFileType.MOSTLY_Q8_0,
+              "q4_0": gguf.LlamaFileType.MOSTLY_Q4_0, "q4_1": gguf.LlamaFileType.MOSTLY_Q4_1}
 # Variants without a golden (llama.cpp does not apply what they change): the Mistral model with an
 # 8-token window, which ggflow applies and llama.cpp's llama graph ignores (docs/MODELS.md).
 VARIANTS = {"mistral-window8": ("mistral", dict(sliding_window=8))}
@@ -127,7 +131,7 @@ def write(name, spec, wtype, path, seed):
     if spec.get("longrope"):
         w.add_rope_scaling_orig_ctx_len(4096)
         w.add_rope_scaling_attn_factors(1.19)
-    w.add_file_type(gguf.LlamaFileType.MOSTLY_F16 if wtype == "f16" else gguf.LlamaFileType.MOSTLY_Q8_0)
+    w.add_file_type(FILE_TYPES[wtype])
     w.add_tokenizer_model(field(vr, "tokenizer.ggml.model"))
     if field(vr, "tokenizer.ggml.pre") is not None:
         w.add_tokenizer_pre(field(vr, "tokenizer.ggml.pre"))
@@ -245,7 +249,7 @@ def main():
             path = os.path.join(a.out_dir, full + ".gguf")
             if a.if_missing and os.path.exists(path):
                 continue
-            n_vocab = write(full, spec, wtype, path, a.seed + 100 * fi)  # both types: the same weights
+            n_vocab = write(full, spec, wtype, path, a.seed + 100 * fi)  # every type: the same weights
             print(f"wrote {path} ({os.path.getsize(path) / 2**20:.1f} MiB, {spec['arch']}, vocab {n_vocab})")
     return 0
 

@@ -14,7 +14,7 @@ ArchTraits llama_traits() {  // llama.cpp src/models/llama.cpp
   ArchTraits t;
   t.name = "llama";
   t.models = "Llama 2, Llama 3.x, SmolLM2, Mistral 7B, TinyLlama";
-  t.tested = "F32 (stories260K), Q4_1 (SmolLM2-135M), F16 and Q8_0 (synthetic Llama 3 and Mistral)";
+  t.tested = "F32 (stories260K), Q4_1 (SmolLM2-135M), F16, Q8_0, Q4_0 and Q4_1 (synthetic Llama 3 and Mistral)";
   t.rope_freqs = true;
   t.swa = SwaKind::all;  // mistral: sliding_window (llama.cpp ignores the key; see docs/MODELS.md)
   t.keys = {"attention.sliding_window"};
@@ -24,7 +24,7 @@ ArchTraits qwen2_traits() {  // src/models/qwen2.cpp
   ArchTraits t;
   t.name = "qwen2";
   t.models = "Qwen2, Qwen2.5";
-  t.tested = "F16 (synthetic, Qwen2.5-0.5B shapes), F16 and Q8_0 (synthetic, small)";
+  t.tested = "F16 (synthetic, Qwen2.5-0.5B shapes), F16, Q8_0, Q4_0 and Q4_1 (synthetic, small)";
   t.qkv_bias = true;
   t.rope_neox = true;
   return t;
@@ -33,7 +33,7 @@ ArchTraits qwen3_traits() {  // src/models/qwen3.cpp
   ArchTraits t;
   t.name = "qwen3";
   t.models = "Qwen3 (dense)";
-  t.tested = "F16 and Q8_0 (synthetic)";
+  t.tested = "F16, Q8_0, Q4_0 and Q4_1 (synthetic)";
   t.qk_norm = true;
   t.rope_neox = true;
   return t;
@@ -42,7 +42,7 @@ ArchTraits phi3_traits() {  // src/models/phi3.cpp
   ArchTraits t;
   t.name = "phi3";
   t.models = "Phi-3, Phi-3.5, Phi-4-mini";
-  t.tested = "F16 and Q8_0 (synthetic)";
+  t.tested = "F16, Q8_0, Q4_0 and Q4_1 (synthetic)";
   t.q_scale_in_graph = true;
   t.rope_neox = true;
   t.fused_qkv = true;
@@ -55,7 +55,7 @@ ArchTraits gemma2_traits() {  // src/models/gemma2.cpp
   ArchTraits t;
   t.name = "gemma2";
   t.models = "Gemma 2";
-  t.tested = "F16 and Q8_0 (synthetic)";
+  t.tested = "F16, Q8_0, Q4_0 and Q4_1 (synthetic)";
   t.sandwich_norms = true;
   t.embed_scale = true;
   t.q_scale_in_graph = true;
@@ -92,7 +92,7 @@ ArchTraits gemma4_traits() {  // src/models/gemma4.cpp: the dense models, every 
   ArchTraits t;
   t.name = "gemma4";
   t.models = "Gemma 4 (dense, per-layer embeddings)";
-  t.tested = "F16 and Q8_0 (synthetic)";
+  t.tested = "F16, Q8_0, Q4_0 and Q4_1 (synthetic)";
   t.qk_norm = true;
   t.v_norm = true;
   t.unit_attn_scale = true;

@@ -23,5 +23,5 @@ for M in "$DIR"/*.gguf; do
   echo "$name ($arch): inspect, graph and run in 3 layouts ok"
   n=$((n + 1))
 done
-[ "$n" -ge 14 ] || { echo "FAIL: $n family models in $DIR, expected 14 (7 families x F16, Q8_0)"; exit 1; }
+[ "$n" -ge 28 ] || { echo "FAIL: $n family models in $DIR, expected 28 (7 families x F16, Q8_0, Q4_0, Q4_1)"; exit 1; }
 echo "families cli: ok ($n models)"
