@@ -118,8 +118,8 @@ class CompiledModel {
   int64_t cache_copies_ = 0;
 };
 
-// GGFLOW_KV_POISON=1: caches are poisoned where they are reserved and where a block is handed out
-// again (PagedRunner), to prove that no step reads a cache slot before writing it.
+// GGFLOW_KV_POISON=1: cache rows are poisoned when resize_caches makes them visible and where a
+// block is handed out again (PagedRunner), to prove that no step reads a slot before writing it.
 bool kv_poison_enabled();
 
 // Takes the model (it lives as long as the compiled model). Errors: the signature, the executor's.

@@ -24,9 +24,10 @@ Result<std::unique_ptr<RawRunner>> RawRunner::create(const ModelFile& file, cons
   if (!lo) return lo.error();
   r->out_logits_ = *lo;
   r->inputs_.resize(c.n_inputs());
-  // Address space for the whole context up front, so growing by doubling never copies; where it
-  // cannot be had (a strict overcommit policy), growth copies the rows in use instead.
-  if (!r->cm_->reserve_caches(r->n_ctx_)) r->cm_->reserve_caches(std::min<int64_t>(r->n_ctx_, 256));
+  // Address space for the whole context up front, so growing by doubling never copies. Best
+  // effort: where it cannot be had (a strict overcommit policy), resize_caches reserves what each
+  // size needs and growth copies the rows in use.
+  static_cast<void>(r->cm_->reserve_caches(r->n_ctx_));
   if (auto s = r->cm_->resize_caches(std::min<int64_t>(r->n_ctx_, 256)); !s) return s.error();
   return r;
 }

@@ -22,43 +22,42 @@ Status SlotModel::adopt(ir::Model m) {
   return {};
 }
 
+bool SlotModel::reserved() const { return caches_.empty() || !storage_[0].empty_handle(); }
+
+void SlotModel::view_caches(int64_t rows) {
+  for (const auto& c : sig_.caches) params_[c.param] = {};  // no slot keeps an old view alive
+  for (size_t i = 0; i < caches_.size(); ++i) {
+    const int axis = sig_.caches[i].dynamic_axis;
+    caches_[i] = axis >= 0 ? storage_[i].leading(size_t(axis), rows) : storage_[i];
+  }
+}
+
 Status SlotModel::reserve_caches(int64_t max_rows) {
   if (max_rows < 0) return make_error("cache rows must be >= 0, got " + std::to_string(max_rows));
-  if (reserved_ && max_rows <= reserved_rows_) return {};
-  for (const auto& c : sig_.caches) params_[c.param] = {};  // no slot keeps an old cache alive
-  storage_.resize(caches_.size());
+  if (reserved() && max_rows <= reserved_rows_) return {};
   for (size_t i = 0; i < caches_.size(); ++i) {
-    const auto& sc = sig_.caches[i];
-    auto shape = sc.shape;
-    if (sc.dynamic_axis >= 0) shape[sc.dynamic_axis] = max_rows;
-    auto r = ir::Tensor::reserve(sc.type, shape);  // leading rows are contiguous (read_signature)
+    auto shape = sig_.caches[i].shape;
+    if (sig_.caches[i].dynamic_axis >= 0) shape[sig_.caches[i].dynamic_axis] = max_rows;
+    auto r = ir::Tensor::reserve(sig_.caches[i].type, shape);  // leading rows are contiguous (read_signature)
     if (!r) return r.error();
     // Growth past the reservation copies what was written (the rows in use); inside it, nothing.
     if (!caches_[i].empty_handle())
       std::memcpy(r->mutable_bytes(), caches_[i].bytes(), std::min(r->nbytes(), caches_[i].nbytes()));
     storage_[i] = std::move(*r);
-    if (kv_poison_enabled() && sc.dynamic_axis >= 0 && max_rows > cache_rows_) {
-      const size_t row = storage_[i].nbytes() / size_t(std::max<int64_t>(1, max_rows));
-      std::memset(storage_[i].mutable_bytes() + size_t(cache_rows_) * row, 0xff, size_t(max_rows - cache_rows_) * row);
-    }
   }
   reserved_rows_ = max_rows;
-  reserved_ = true;
-  for (size_t i = 0; i < caches_.size(); ++i)
-    caches_[i] = sig_.caches[i].dynamic_axis >= 0 ? storage_[i].leading(size_t(sig_.caches[i].dynamic_axis), cache_rows_)
-                                                  : storage_[i];
+  view_caches(cache_rows_);
   return {};
 }
 
 Status SlotModel::resize_caches(int64_t rows) {
   if (rows < 0) return make_error("cache rows must be >= 0, got " + std::to_string(rows));
-  if (!reserved_ || rows > reserved_rows_)
+  if (!reserved() || rows > reserved_rows_)
     if (auto s = reserve_caches(std::max(rows, reserved_rows_)); !s) return s;
-  for (const auto& c : sig_.caches) params_[c.param] = {};
-  for (size_t i = 0; i < caches_.size(); ++i)
-    caches_[i] = sig_.caches[i].dynamic_axis >= 0 ? storage_[i].leading(size_t(sig_.caches[i].dynamic_axis), rows)
-                                                  : storage_[i];
+  const int64_t before = cache_rows_;
+  view_caches(rows);
   cache_rows_ = rows;
+  if (kv_poison_enabled() && rows > before) poison_cache_rows(before, rows - before);  // rows new to the steps
   return {};
 }
 

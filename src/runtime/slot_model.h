@@ -38,7 +38,8 @@ class SlotModel : public CompiledModel {
   // leading cache_rows_, the tensor a step sees.
   std::vector<ir::Tensor> params_, caches_, storage_, outputs_, vars_;
   int64_t reserved_rows_ = 0;
-  bool reserved_ = false;
+  bool reserved() const;                // storage_ holds the reservations
+  void view_caches(int64_t rows);       // caches_ = the leading `rows` of storage_
   std::vector<uint8_t> writable_;
 };
 
