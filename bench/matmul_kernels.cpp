@@ -191,6 +191,16 @@ void gemm8_bench() {
   bench_gemm(GgmlType::Q4_1, 1536, 576, 64);
 }
 
+// The K-quant matmuls of a Qwen2.5-Coder 1.5B Q4_K_M decode step (gate/up, down in Q4_K and in
+// Q6_K) and of a 4-token tile, one thread: packed vs the GGUF layout, hot and cold.
+void kquant_bench() {
+  bench_gemm(GgmlType::Q4_K, 8960, 1536, 1);
+  bench_gemm(GgmlType::Q4_K, 1536, 8960, 1);
+  bench_gemm(GgmlType::Q6_K, 1536, 8960, 1);
+  bench_gemm(GgmlType::Q4_K, 8960, 1536, 4);
+  bench_gemm(GgmlType::Q6_K, 1536, 8960, 4);
+}
+
 // The cost of one ThreadPool::parallel_for with nothing to do (the barrier every parallel step pays).
 void barrier_bench() {
   for (int threads : {2, 4}) {
@@ -360,7 +370,7 @@ void peak_bench() {
 // No argument: everything. "gemm8 [MiB]": the shapes of an 8-sequence decode step only, the cold
 // rotation over MiB of copies (default 128: beyond this host's last-level cache; 64 stays in it). "barrier": the
 // thread pool's cost per parallel step. "layers [T]": SmolLM2's layer matmuls of a decode step at T tokens
-// (default 8) over the thread pool. "bandwidth": this host's read bandwidth on 1 and 2 threads;
+// (default 8) over the thread pool. "kquant": Qwen2.5 1.5B's K-quant shapes. "bandwidth": this host's read bandwidth on 1 and 2 threads;
 // "peak": its vpdpbusd throughput (the int8 peak) on 1 and 2 threads.
 int main(int argc, char** argv) {
   if (argc > 1 && std::strcmp(argv[1], "peak") == 0) {
@@ -377,6 +387,10 @@ int main(int argc, char** argv) {
   }
   if (argc > 1 && std::strcmp(argv[1], "layers") == 0) {
     ggflow::cpu::layers_bench(argc > 2 ? std::strtoll(argv[2], nullptr, 10) : 8);
+    return 0;
+  }
+  if (argc > 1 && std::strcmp(argv[1], "kquant") == 0) {
+    ggflow::cpu::kquant_bench();
     return 0;
   }
   if (argc > 1 && std::strcmp(argv[1], "gemm8") == 0) {

@@ -340,21 +340,27 @@ TEST(MatmulPacked, EqualsTwinOnEveryIsa) {
     for (int64_t K : {32, 64, 160, 576})
       for (int64_t N : {1, 15, 16, 17, 33, 70})
         for (int64_t T : {1, 2, 5, 8, 9, 17}) run_packed_case(t, K, N, T, rng);
+  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K})  // super-blocks: tiles of up to 4 tokens
+    for (int64_t K : {256, 512, 1536})
+      for (int64_t N : {1, 15, 16, 17, 33, 70})
+        for (int64_t T : {1, 2, 3, 4, 5, 8, 9, 17}) run_packed_case(t, K, N, T, rng);
   const int passed = g_count.passed - before.passed, failed = g_count.failed - before.failed;
   std::printf("packed matmul over %zu ISA(s): %d passed, %d failed\n", supported_isas().size(), passed, failed);
   EXPECT_EQ(failed, 0);
-  EXPECT_GE(passed, 720);
+  EXPECT_GE(passed, 720 + 288);
 }
 
 TEST(MatmulPacked, LayoutAndRefusals) {
   // Which types have a packed layout, and where the fast kernel is used.
   for (GgmlType t : kTypes) {
+    const bool super = t == GgmlType::Q4_K || t == GgmlType::Q6_K;
     const bool expect = t == GgmlType::Q4_0 || t == GgmlType::Q4_1 || t == GgmlType::Q5_0 || t == GgmlType::Q5_1 ||
-                        t == GgmlType::Q8_0;
+                        t == GgmlType::Q8_0 || super;
     EXPECT_EQ(packed_layout(t), expect) << gguf::traits(t).name;
     EXPECT_EQ(packed_supports(Isa::avx512, t), expect);
     EXPECT_FALSE(packed_supports(Isa::avx2, t));
-    EXPECT_EQ(packed_bytes(t, 16, 64) > 0, expect);
+    EXPECT_EQ(packed_bytes(t, 16, 256) > 0, expect);
+    if (super) EXPECT_EQ(packed_bytes(t, 16, 64), 0u);  // K not a multiple of 256
   }
   EXPECT_EQ(packed_bytes(GgmlType::Q4_1, 16, 48), 0u);  // K not a multiple of 32
   std::vector<uint8_t> P(packed_bytes(GgmlType::Q4_1, 40, 64));
@@ -366,9 +372,12 @@ TEST(MatmulPacked, LayoutAndRefusals) {
   EXPECT_NE(st.error().hint.find("multiple of 16"), std::string::npos);
   EXPECT_FALSE(matmul_packed(Isa::scalar, GgmlType::Q4_1, P.data(), 40, 64, X.data(), X.size(), 1, C.data(), 40, 0, 20));
   EXPECT_TRUE(matmul_packed(Isa::scalar, GgmlType::Q4_1, P.data(), 40, 64, X.data(), X.size(), 1, C.data(), 40, 32, 40));
-  auto st2 = matmul_packed(Isa::scalar, GgmlType::Q4_K, P.data(), 40, 256, X.data(), X.size(), 1, C.data(), 40, 0, 40);
+  auto st2 = matmul_packed(Isa::scalar, GgmlType::Q5_K, P.data(), 40, 256, X.data(), X.size(), 1, C.data(), 40, 0, 40);
   ASSERT_FALSE(st2);
-  EXPECT_NE(st2.error().what.find("Q4_K"), std::string::npos);
+  EXPECT_NE(st2.error().what.find("Q5_K"), std::string::npos);
+  auto st3 = matmul_packed(Isa::scalar, GgmlType::Q4_K, P.data(), 40, 160, X.data(), X.size(), 1, C.data(), 40, 0, 40);
+  ASSERT_FALSE(st3);  // K not a multiple of the super-block
+  EXPECT_NE(st3.error().what.find("multiple of 256"), std::string::npos);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -15,7 +15,7 @@ using gguf::GgmlType;
 
 namespace {
 
-// Where a block's parts sit in the GGUF block and in the packed group block.
+// Where a block's parts sit in the GGUF block and in the packed group block (32-blocks).
 struct Parts {
   int fields;  // bytes of f16 fields before the codes in a GGUF block (2: d, 4: d and m)
   int chunks;  // dword chunks of codes (4: 16 bytes of nibbles, 8: 32 bytes of int8)
@@ -29,6 +29,24 @@ bool parts_of(GgmlType t, Parts* p) {
     case GgmlType::Q5_0: *p = {2, 4, true}; return true;
     case GgmlType::Q5_1: *p = {4, 4, true}; return true;
     case GgmlType::Q8_0: *p = {2, 8, false}; return true;
+    default: return false;
+  }
+}
+
+// Super-blocks (Q4_K, Q6_K): the GGUF block as runs of `count` chunks of `width` bytes at
+// `gguf_off`; chunk c of row r goes to packed_off + (16c + r) * width (matmul_packed.h).
+struct Run {
+  int gguf_off, width, count, packed_off;
+};
+struct SuperParts {
+  int nruns;
+  Run runs[4];
+};
+
+bool super_parts_of(GgmlType t, SuperParts* p) {
+  switch (t) {
+    case GgmlType::Q4_K: *p = {4, {{0, 2, 1, 0}, {2, 2, 1, 32}, {4, 4, 3, 64}, {16, 4, 32, 256}}}; return true;
+    case GgmlType::Q6_K: *p = {4, {{208, 2, 1, 0}, {192, 2, 8, 32}, {0, 4, 32, 288}, {128, 4, 16, 2336}}}; return true;
     default: return false;
   }
 }
@@ -51,8 +69,20 @@ uint32_t qh_from_packed(uint32_t o) {
 
 // Copies between one GGUF block of row r and its place in a packed group block; to_packed picks
 // the direction.
-void move_block(const Parts& pt, uint8_t* gguf_block, uint8_t* group_block, int r, bool to_packed) {
+void move_block(GgmlType t, uint8_t* gguf_block, uint8_t* group_block, int r, bool to_packed) {
   auto mv = [&](uint8_t* g, uint8_t* p, size_t n) { to_packed ? std::memcpy(p, g, n) : std::memcpy(g, p, n); };
+  SuperParts sp;
+  if (super_parts_of(t, &sp)) {
+    for (int k = 0; k < sp.nruns; ++k) {
+      const Run& run = sp.runs[k];
+      for (int c = 0; c < run.count; ++c)
+        mv(gguf_block + run.gguf_off + c * run.width, group_block + run.packed_off + (16 * c + r) * run.width,
+           static_cast<size_t>(run.width));
+    }
+    return;
+  }
+  Parts pt;
+  if (!parts_of(t, &pt)) return;
   for (int f = 0; f < pt.fields / 2; ++f) mv(gguf_block + 2 * f, group_block + 32 * f + 2 * r, 2);
   uint8_t* q = group_block + 16 * pt.fields;
   const uint8_t* codes = gguf_block + pt.fields;
@@ -73,50 +103,57 @@ void move_block(const Parts& pt, uint8_t* gguf_block, uint8_t* group_block, int 
   for (int i = 0; i < pt.chunks; ++i) mv(const_cast<uint8_t*>(codes) + 4 * i, q + 64 * i + 4 * r, 4);
 }
 
+// Elements per block of a packed type: 32 or 256 (super-blocks).
+int64_t block_elems(GgmlType t) {
+  SuperParts sp;
+  return super_parts_of(t, &sp) ? 256 : 32;
+}
+
 }  // namespace
 
 bool packed_layout(GgmlType t) {
   Parts p;
-  return parts_of(t, &p);
+  SuperParts sp;
+  return parts_of(t, &p) || super_parts_of(t, &sp);
 }
 
 bool packed_supports(Isa isa, GgmlType t) { return isa == Isa::avx512 && packed_layout(t); }
 
 size_t packed_bytes(GgmlType t, int64_t N, int64_t K) {
-  if (!packed_layout(t) || K <= 0 || K % 32 != 0 || N <= 0) return 0;
+  if (!packed_layout(t) || K <= 0 || K % block_elems(t) != 0 || N <= 0) return 0;
   const int64_t groups = (N + kPackRows - 1) / kPackRows;
-  return static_cast<size_t>(groups * kPackRows * (K / 32)) * gguf::traits(t).type_size;
+  return static_cast<size_t>(groups * kPackRows * (K / block_elems(t))) * gguf::traits(t).type_size;
 }
 
 void pack_groups(GgmlType t, const uint8_t* W, size_t wrb, int64_t N, int64_t K, uint8_t* P, int64_t g0, int64_t g1) {
-  Parts pt;
-  if (!parts_of(t, &pt)) return;
-  const int64_t nb = K / 32;
+  if (!packed_layout(t)) return;
+  const int64_t nb = K / block_elems(t);
   const size_t bs = gguf::traits(t).type_size, gbs = kPackRows * bs;
   for (int64_t g = g0; g < g1; ++g)
     for (int r = 0; r < kPackRows; ++r) {
       const int64_t n = std::min(g * kPackRows + r, N - 1);
       for (int64_t b = 0; b < nb; ++b)
-        move_block(pt, const_cast<uint8_t*>(W + n * wrb + b * bs), P + (g * nb + b) * gbs, r, true);
+        move_block(t, const_cast<uint8_t*>(W + n * wrb + b * bs), P + (g * nb + b) * gbs, r, true);
     }
 }
 
 void unpack_row(GgmlType t, const uint8_t* P, int64_t K, int64_t n, uint8_t* row) {
-  Parts pt;
-  if (!parts_of(t, &pt)) return;
-  const int64_t nb = K / 32, g = n / kPackRows;
+  if (!packed_layout(t)) return;
+  const int64_t nb = K / block_elems(t), g = n / kPackRows;
   const int r = static_cast<int>(n % kPackRows);
   const size_t bs = gguf::traits(t).type_size, gbs = kPackRows * bs;
   for (int64_t b = 0; b < nb; ++b)
-    move_block(pt, row + b * bs, const_cast<uint8_t*>(P + (g * nb + b) * gbs), r, false);
+    move_block(t, row + b * bs, const_cast<uint8_t*>(P + (g * nb + b) * gbs), r, false);
 }
 
 Status matmul_packed(Isa isa, GgmlType t, const uint8_t* P, int64_t N, int64_t K, const void* X, size_t xrb,
                      int64_t T, float* C, int64_t ldc, int64_t n0, int64_t n1) {
   if (!packed_layout(t))
     return make_error("matmul_packed: no packed layout for " + std::string(gguf::traits(t).name) + " weights",
-                      "packed types: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0; use matmul on the GGUF layout");
-  if (K <= 0 || K % 32 != 0) return make_error("matmul_packed: K=" + std::to_string(K) + " is not a positive multiple of 32");
+                      "packed types: Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, Q4_K, Q6_K; use matmul on the GGUF layout");
+  const int64_t be = block_elems(t);
+  if (K <= 0 || K % be != 0)
+    return make_error("matmul_packed: K=" + std::to_string(K) + " is not a positive multiple of " + std::to_string(be));
   if (T > 0 && xrb < quant_act_row_bytes(t, K))
     return make_error("matmul_packed: x_row_bytes=" + std::to_string(xrb) + " is less than one activation row",
                       "quantize activations with quantize_act for this weight type");
@@ -134,7 +171,7 @@ Status matmul_packed(Isa isa, GgmlType t, const uint8_t* P, int64_t N, int64_t K
     return {};
   }
   // Any other ISA: the twin, one unpacked row at a time (the same bits by definition).
-  const size_t wrb = static_cast<size_t>(K / 32) * gguf::traits(t).type_size;
+  const size_t wrb = static_cast<size_t>(K / be) * gguf::traits(t).type_size;
   thread_local std::vector<uint8_t> row;
   row.resize(wrb);
   for (int64_t n = n0; n < n1; ++n) {

@@ -15,16 +15,19 @@
 #include <cstring>
 
 #include "cpu/kernels/matmul_packed.h"
+#include "cpu/kernels/matmul_packed_avx512.h"
 #include "cpu/kernels/quant_act.h"
-#include "cpu/kernels/side_prefetch.h"
 
 namespace ggflow::cpu::detail {
 namespace {
 
 using gguf::GgmlType;
+using packed_avx512::dpbusd_bcast;
+using packed_avx512::half16;
+using packed_avx512::ldf;
+using packed_avx512::Prefetch;
 
 constexpr int kTT = 8;  // tokens per tile
-constexpr int kSideLines = 2;  // queued lines (side_prefetch.h) issued per weight block (1-8 measured: 2)
 
 struct PQ4_0 { static constexpr int bs = 18, fields = 1, chunks = 4, zp = 8;   static constexpr bool min = false, qh = false; };
 struct PQ4_1 { static constexpr int bs = 20, fields = 2, chunks = 4, zp = 0;   static constexpr bool min = true,  qh = false; };
@@ -32,40 +35,8 @@ struct PQ5_0 { static constexpr int bs = 22, fields = 1, chunks = 4, zp = 16;  s
 struct PQ5_1 { static constexpr int bs = 24, fields = 2, chunks = 4, zp = 0;   static constexpr bool min = true,  qh = true; };
 struct PQ8_0 { static constexpr int bs = 34, fields = 1, chunks = 8, zp = 128; static constexpr bool min = false, qh = false; };
 
-// isum + w . (the activation dword at p, broadcast): vpdpbusd with the broadcast as its memory
-// operand ({1to16}), one fused uop where set1 + vpdpbusd are two (GCC does not fold it): fewer
-// uops per block leave the out-of-order window room for more weight loads in flight.
-inline __m512i dpbusd_bcast(__m512i isum, __m512i w, const uint8_t* p) {
-#if defined(__GNUC__)
-  asm("vpdpbusd %2%{1to16%}, %1, %0" : "+v"(isum) : "v"(w), "m"(*reinterpret_cast<const int32_t*>(p)));
-  return isum;
-#else
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm512_dpbusd_epi32(isum, w, _mm512_set1_epi32(v));
-#endif
-}
-
 // vpshufb index base: in every byte of dword k of a 128-bit lane, 4k (the dword's first byte).
 inline __m512i dword_base() { return _mm512_set4_epi32(0x0C0C0C0C, 0x08080808, 0x04040404, 0x00000000); }
-
-inline float ldf(const uint8_t* p) {
-  float v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
-inline __m512 half16(const uint8_t* p) { return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p))); }
-
-struct Prefetch {
-  const uint8_t* p;
-  const uint8_t* end;
-  int per;  // cache lines per block
-  SidePrefetch* side;  // another step's queue, a few lines per block
-  void step() {
-    for (int i = 0; i < per && p < end; ++i, p += 64) _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0);
-    if (!side->empty()) side_prefetch_step(*side, kSideLines);
-  }
-};
 
 // Every loop over a tile's tokens is unrolled: left as loops, GCC turns acc's zeroing into a
 // memset, keeps acc[] on the stack and stores all of it after every block (8 stores per block);
@@ -181,7 +152,7 @@ void matmul_packed_avx512(GgmlType t, const uint8_t* P, int64_t /*N*/, int64_t K
     case GgmlType::Q5_0: return gemm<PQ5_0>(P, K, X, xrb, T, C, ldc, n0, n1);
     case GgmlType::Q5_1: return gemm<PQ5_1>(P, K, X, xrb, T, C, ldc, n0, n1);
     case GgmlType::Q8_0: return gemm<PQ8_0>(P, K, X, xrb, T, C, ldc, n0, n1);
-    default: return;
+    default: return matmul_packed_k_avx512(t, P, K, X, xrb, T, C, ldc, n0, n1);
   }
 }
 
