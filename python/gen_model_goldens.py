@@ -11,8 +11,8 @@ llama.cpp's own argmax back. The output JSON (tests/conformance/goldens/<name>.j
                   between the top two logits, and a summary of the full row (mean, std, an xxhash
                   of the f32 bytes: informational, the row itself is not committed)
   full[i]         the whole row, only for small vocabularies (stories260K, 512 tokens)
-  greedy          (stories260K, the family models) the greedy continuation after the prompt,
-  greedy_margins  with llama.cpp's top-2 margin at each step
+  greedy          (stories260K, the family models, the Qwen2.5-Coder files) the greedy
+  greedy_margins  continuation after the prompt, with llama.cpp's top-2 margin at each step
 
 llama.cpp settings: n_threads=2, n_ctx=256, f32 K/V cache (type_k = type_v = 0), flash attention
 off, so that the only numeric difference to ggflow's reference evaluator is llama.cpp's own
@@ -49,6 +49,14 @@ MODELS = {
     "gemma3": (os.path.join(ROOT, "models", "gemma3-270m-q4_k_m.gguf"), "The quick brown fox jumps over the lazy dog because", True, 4, 0),
     "qwen2-synthetic": (os.path.join(ROOT, "build-fe", "synthetic-qwen2.gguf"), "Hello world, this is a test", False, 3, 0),
 }
+# The real-size models (python/link_models.py --real-models): a code prompt (~30 tokens), then 24
+# greedy steps, both as teacher-forced rows (top-32 each, not the 151936-wide rows) and as the
+# greedy continuation with its margins.
+CODE_PROMPT = ('def merge_sorted(a: list[int], b: list[int]) -> list[int]:\n'
+               '    """Merge two sorted lists into one sorted list in O(len(a) + len(b))."""\n')
+for _size in ("0.5b", "1.5b"):
+    MODELS["qwen2.5-coder-" + _size] = (os.path.join(ROOT, "models", f"qwen2.5-coder-{_size}-instruct-q4_k_m.gguf"),
+                                        CODE_PROMPT, False, 24, 24)
 
 
 def row_summary(row):

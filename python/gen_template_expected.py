@@ -27,7 +27,9 @@ import jinja2.sandbox
 ROOT = Path(__file__).resolve().parent.parent
 SHARED = ROOT.parent / "shared" / "data" / "chat-templates"
 DATA = ROOT / "tests" / "text" / "data" / "templates"
-MODELS = ["smollm2-135m-instruct-q4_1.gguf", "gemma3-270m-q4_k_m.gguf"]
+MODELS = ["smollm2-135m-instruct-q4_1.gguf", "gemma3-270m-q4_k_m.gguf",
+          # the real-size models (python/link_models.py --real-models, `make models`)
+          "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"]
 FIXED_NOW = datetime.datetime(2025, 3, 7, 14, 5, 9)  # must match kFixedNow in the C++ test
 BOS, EOS = "<s>", "</s>"
 

@@ -28,6 +28,9 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MODELS = {
     "smollm2": "models/smollm2-135m-instruct-q4_1.gguf",
     "gemma3": "models/gemma3-270m-q4_k_m.gguf",
+    # the real-size models (python/link_models.py --real-models, `make models`)
+    "qwen2.5-coder-0.5b": "models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf",
+    "qwen2.5-coder-1.5b": "models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
 }
 
 STRINGS = [
@@ -62,6 +65,11 @@ STRINGS = [
     '{"key": [1, 2.5, null, true], "nested": {"a": "b"}}',
     "<table><tr><td>1</td></tr></table> <div class=\"x\">&amp;</div>",
     "SELECT * FROM users WHERE id = 42 AND name LIKE '%bob%';",
+    "fn main() { let v: Vec<u8> = vec![0xFF; 16]; println!(\"{:?}\", v); }",
+    "const π = 3.14159; // ≈ pi — naïve café 🍕\nconsole.log(`${π * 2}`);\n",
+    "class A:\n\n    def f(self):\n        pass\n\n\n\nx = [i**2 for i in range(10)]  # 注释 ✓\n",
+    "12345678901234567890 + 0.000001 == 1_000_000",
+    "if (a&&b||!c) { x <<= 2; y >>>= 1; } // ->  =>  ::  ...  !==",
     # Whitespace runs
     "\n",
     "\n\n\n",
@@ -80,6 +88,9 @@ STRINGS = [
     "<s>[INST] hi [/INST]</s>",
     "<unk> <pad> <eos> [multimodal]",
     "before<|im_start|>after<start_of_turn>x",
+    # Qwen2.5-Coder's fill-in-the-middle and repository tokens
+    "<|fim_prefix|>def add(a, b):\n    <|fim_suffix|>\n    return c<|fim_middle|>",
+    "<|repo_name|>ggflow\n<|file_sep|>src/main.cpp\nint main() {}\n<|endoftext|>",
 ]
 
 

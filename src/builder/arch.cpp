@@ -23,8 +23,9 @@ ArchTraits llama_traits() {  // llama.cpp src/models/llama.cpp
 ArchTraits qwen2_traits() {  // src/models/qwen2.cpp
   ArchTraits t;
   t.name = "qwen2";
-  t.models = "Qwen2, Qwen2.5";
-  t.tested = "F16 (synthetic, Qwen2.5-0.5B shapes), F16, Q8_0, Q4_0 and Q4_1 (synthetic, small)";
+  t.models = "Qwen2, Qwen2.5, Qwen2.5-Coder";
+  t.tested = "Q4_K_M (Qwen2.5-Coder-Instruct 0.5B: Q5_0, Q8_0, Q6_K, Q4_K; 1.5B: Q4_K, Q6_K), F16 (synthetic, "
+             "Qwen2.5-0.5B shapes), F16, Q8_0, Q4_0 and Q4_1 (synthetic, small)";
   t.qkv_bias = true;
   t.rope_neox = true;
   return t;

@@ -32,10 +32,17 @@
 // 0.224) flipped]. Top-1 must agree wherever llama.cpp's margin is >= kCpuTieEps = 0.02 logits,
 // NMSE < 5e-3 as for the evaluator. The
 // reference evaluator stays the math oracle; the tests above run it explicitly.
+// The real-size models (`make models`: Qwen2.5-Coder-Instruct 0.5B and 1.5B in Q4_K_M, a code
+// prompt of 37 tokens and llama.cpp's 24 greedy steps) are held to the same bounds [CPU executor
+// NMSE 9.3e-5 and 1.3e-4, top-1 61/61 on both; the evaluator on the 0.5B 1.1e-4; llama.cpp's own
+// two x86 paths, its repacked Q4_K kernels and the plain ones, are 9.8e-5 and 1.1e-4 apart], and
+// in addition: the greedy continuation on the CPU executor equals llama.cpp's (smallest margins
+// 0.17 and 0.38), and raw = SDPA = PagedAttention by memcmp.
 #include <gtest/gtest.h>
 
 #include "require_file.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -44,6 +51,7 @@
 #include <nlohmann/json.hpp>
 
 #include "conformance/golden_check.h"
+#include "transforms/layout_checks.h"
 
 namespace ggflow {
 namespace {
@@ -65,7 +73,8 @@ std::string model_path(const json& g) {
 std::string missing_reason(const std::string& path) {
   std::ifstream why(path + ".missing");  // written by python/link_models.py
   std::string text((std::istreambuf_iterator<char>(why)), std::istreambuf_iterator<char>());
-  return path + " is missing" + (text.empty() ? "" : ": " + text);
+  const bool real = path.find("/qwen2.5-coder-") != std::string::npos;  // python/link_models.py's REAL
+  return path + " is missing" + (!text.empty() ? ": " + text : real ? " (`make models` fetches it)" : "");
 }
 
 void check_model(const std::string& name, const Limits& lim, runtime::Executor executor = runtime::Executor::ref) {
@@ -105,6 +114,62 @@ TEST(ModelConformance, Stories260KGreedy32) {
         << (fa ? "FLASH_ATTN_EXT" : "MUL_MAT + SOFT_MAX") << " on " << runtime::to_string(ex);
   }
 }
+
+// The real-size models (`make models`): Qwen2.5-Coder-Instruct 0.5B and 1.5B in Q4_K_M, a code
+// prompt of 37 tokens and llama.cpp's 24 greedy steps.
+const char* const kQwen05 = "qwen2.5-coder-0.5b";
+const char* const kQwen15 = "qwen2.5-coder-1.5b";
+
+// llama.cpp's greedy continuation on the CPU executor (`ggflow run`'s computation), token for
+// token up to the first step where llama.cpp's own top-2 margin is below kCpuTieEps: the first
+// disagreement may only be at such a near tie.
+void check_greedy(const std::string& name) {
+  const json g = load_golden(name);
+  const std::string path = model_path(g);
+  GGFLOW_REQUIRE_FILE(path, missing_reason(path));
+  auto tokens = g["tokens"].get<std::vector<int32_t>>();
+  tokens.resize(g["n_prompt"].get<size_t>());
+  const auto want = g["greedy"].get<std::vector<int32_t>>();
+  const auto margins = g["greedy_margins"].get<std::vector<double>>();
+  auto file = runtime::ModelFile::open(path);
+  ASSERT_TRUE(file) << file.error().str();
+  auto r = runtime::RawRunner::create(**file, runtime::RunnerOptions{});
+  ASSERT_TRUE(r) << r.error().str();
+  auto got = runtime::generate_greedy(**r, tokens, static_cast<int>(want.size()));
+  ASSERT_TRUE(got) << got.error().str();
+  size_t same = 0;
+  while (same < want.size() && (*got)[same] == want[same]) ++same;
+  std::printf("%s on cpu: greedy equal for %zu/%zu tokens (llama.cpp's smallest margin %.3f)\n", name.c_str(), same,
+              want.size(), *std::min_element(margins.begin(), margins.end()));
+  if (same < want.size()) {
+    EXPECT_LT(margins[same], kCpuTieEps) << name << ": greedy token " << same << " is " << (*got)[same]
+                                         << ", llama.cpp chose " << want[same] << " with a clear margin " << margins[same];
+  }
+}
+
+// raw = SDPA = PagedAttention by memcmp on the CPU executor: one sequence (20 prompt tokens, 16
+// greedy steps), and three sequences batched with a fourth prefilled in chunks of 7.
+void check_layouts(const std::string& name) {
+  const std::string path = model_path(load_golden(name));
+  GGFLOW_REQUIRE_FILE(path, missing_reason(path));
+  transforms::layout_checks::single_sequence(path, 20);
+  transforms::layout_checks::paged_batched_and_chunked(path, 20, 2);
+}
+
+TEST(ModelConformance, CpuQwen25Coder05B) { check_model(kQwen05, kCpuQuant, runtime::Executor::cpu); }
+TEST(ModelConformance, CpuQwen25Coder15B) { check_model(kQwen15, kCpuQuant, runtime::Executor::cpu); }
+// The reference evaluator on the 0.5B only (45 s on 2 cores; on the 1.5B 167 s). On the 1.5B
+// it would also fail at position 0, rightly: the first token's residual stream carries a massive
+// activation (up to |x| = 3043 in one of 1536 dimensions, the row's RMS 116), and the 8-bit
+// rounding of the activations before every quantized dot product (llama.cpp's, and the CPU
+// executor's) flattens the rest of that row: against an f64 forward pass of the dequantized
+// weights the evaluator's row 0 has full-row NMSE 2.5e-10, llama.cpp's and the CPU executor's 0.36
+// (argmax 15 instead of 16, std -24%). From position 1 on the evaluator is within the bounds.
+TEST(ModelConformance, Qwen25Coder05B) { check_model(kQwen05, kQuant); }
+TEST(ModelConformance, Qwen25Coder05BGreedy) { check_greedy(kQwen05); }
+TEST(ModelConformance, Qwen25Coder15BGreedy) { check_greedy(kQwen15); }
+TEST(ModelConformance, Qwen25Coder05BLayoutsIdentical) { check_layouts(kQwen05); }
+TEST(ModelConformance, Qwen25Coder15BLayoutsIdentical) { check_layouts(kQwen15); }
 
 }  // namespace
 }  // namespace ggflow
