@@ -16,11 +16,13 @@ LIBS := -lpcre2-8 -lfmt
 gguf_src := $(sort $(wildcard src/gguf/*.cpp))
 graph_src := $(sort $(wildcard src/ir/*.cpp src/ir/ops/*.cpp src/frontend/*.cpp src/frontend/translators/*.cpp src/builder/*.cpp))
 text_src := $(sort $(wildcard src/text/*.cpp))
-prompt_src := src/pipeline/prompt.cpp
+grammar_src := $(sort $(wildcard src/grammar/*.cpp))
+# PromptFormat, with the tool-call formats it analyzes and the grammar vocabulary it builds
+prompt_src := src/pipeline/prompt.cpp $(sort $(wildcard src/pipeline/tool_calls*.cpp)) $(grammar_src)
 request_src := src/server/openai_request.cpp
 
 obj = $(patsubst %.cpp,$(OUT)/obj/%.o,$(1))
-TARGETS := gguf gguf_graph tokenizer jinja chat request sampler
+TARGETS := gguf gguf_graph tokenizer jinja chat request sampler grammar
 
 $(OUT)/fuzz_gguf: $(call obj,$(gguf_src))
 $(OUT)/fuzz_gguf_graph: $(call obj,$(gguf_src) $(graph_src) $(text_src) $(prompt_src))
@@ -29,6 +31,7 @@ $(OUT)/fuzz_jinja: $(call obj,$(gguf_src) $(text_src))
 $(OUT)/fuzz_chat: $(call obj,$(gguf_src) $(text_src) $(prompt_src) $(request_src))
 $(OUT)/fuzz_request: $(call obj,$(gguf_src) $(text_src) $(prompt_src) $(request_src))
 $(OUT)/fuzz_sampler: $(call obj,$(gguf_src) $(text_src))
+$(OUT)/fuzz_grammar: $(call obj,$(gguf_src) $(text_src) $(grammar_src))
 $(OUT)/write_seeds: $(call obj,$(gguf_src) $(text_src))
 
 all: $(addprefix $(OUT)/fuzz_,$(TARGETS)) $(OUT)/write_seeds

@@ -10,6 +10,7 @@
 #   fuzz_chat       messages JSON -> parse_messages -> SmolLM2's template -> encode
 #   fuzz_request    request bodies -> parse_body + parse_chat/completion_request + context check
 #   fuzz_sampler    SamplingParams::validate, Sampler, step_logprobs, StopStrings
+#   fuzz_grammar    GBNF / JSON schema -> grammar under limits, then masks vs accept over a small vocabulary
 # Each file in fuzz/ says what its target checks.
 #
 # Environment:
@@ -28,7 +29,7 @@ cd "$(dirname "$0")/.."
 secs=${FUZZ_SECONDS:-60}
 jobs=${FUZZ_JOBS:-2}
 hang=${FUZZ_TIMEOUT:-20}
-all="gguf gguf_graph tokenizer jinja chat request sampler"
+all="gguf gguf_graph tokenizer jinja chat request sampler grammar"
 targets=""
 for t in ${FUZZ_TARGETS:-$all}; do
   t=${t#fuzz_}
@@ -75,6 +76,7 @@ for t in $targets; do
     jinja) args+=(-max_len=32768 -dict=fuzz/dicts/jinja.dict) ;;
     chat | request) args+=(-max_len=8192 -dict=fuzz/dicts/json.dict) ;;
     sampler) args+=(-max_len=4096) ;;
+    grammar) args+=(-max_len=8192 -dict=fuzz/dicts/json.dict) ;;
   esac
   for d in fuzz/seeds/$name $out/seeds/$name fuzz/regressions/$name; do [ -d "$d" ] && dirs+=("$d"); done
   mkdir -p "$out/corpus/$name" "$out/artifacts/$name" $out/logs

@@ -2,7 +2,9 @@
 //
 //   ggflow run -m FILE -p TEXT [--chat] [-n N] [--temperature T] [--top-k K] [--top-p P] [--min-p P]
 //              [--repeat-penalty R] [--presence-penalty P] [--frequency-penalty F] [--seed S]
-//              [--stop STR]...      text in, text streamed to stdout, statistics on stderr
+//              [--stop STR]... [--grammar F.gbnf | --json-schema F.json]
+//                                   text in, text streamed to stdout, statistics on stderr; the
+//                                   grammar (GBNF) or JSON Schema holds the answer to its language
 //   ggflow run -m FILE (--tokens 1,2,3 | -p TEXT [--chat]) --dump-logits FILE [-n N] [--no-flash-attn]
 //   ggflow run -m FILE --tokens 1,2,3 [-n N]
 //              greedy on one layout, the layout-equivalence runner: ids out (comma-separated, one
@@ -15,8 +17,10 @@
 // tokens), sdpa and raw run LLMPipeline. With --tokens the three give the same ids and
 // bit-identical --dump-logits files (runtime/logits_dump.h: headerless f32 [n, n_vocab], row i =
 // the logits token i was chosen from; paged fills its block table itself).
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <sstream>
 
 #include <unistd.h>
@@ -24,6 +28,8 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "grammar/grammar.h"
+#include "grammar/json_schema.h"
 #include "pipeline/continuous_batching.h"
 #include "pipeline/llm_pipeline.h"
 #include "runtime/greedy.h"
@@ -54,6 +60,8 @@ Result<std::vector<int32_t>> parse_ids(const std::string& s) {
 
 struct Opts {
   std::string engine = "paged", executor = "cpu", model, tokens, prompt, dump, max_memory, kv_type = "f32";
+  std::string grammar_file, schema_file;
+  pipeline::Constraint constraint;  // compiled from grammar_file / schema_file
   int n = -1;
   int32_t kv_blocks = 64;
   int threads = 0;
@@ -73,6 +81,12 @@ void report(const Opts& o, const runtime::CompiledModel* m) {
   if (kv.reserved_bytes > 0)  // the paged pool or the raw caches (sdpa's are variables)
     std::fprintf(stderr, "ggflow run: KV cache: %.1f MiB reserved, %.1f MiB resident\n", double(kv.reserved_bytes) / (1 << 20),
                  double(kv.resident_bytes) / (1 << 20));
+  auto t = pipeline::mask_times_snapshot().seconds;
+  if (!t.empty()) {
+    std::sort(t.begin(), t.end());
+    std::fprintf(stderr, "ggflow run: grammar masks: %zu, p50 %.1f us, p99 %.1f us, max %.1f us\n", t.size(),
+                 t[t.size() / 2] * 1e6, t[std::min(t.size() - 1, t.size() * 99 / 100)] * 1e6, t.back() * 1e6);
+  }
 }
 
 runtime::RunnerOptions runner_options(const Opts& o) {
@@ -128,7 +142,8 @@ Result<pipeline::GenerationResult> run_paged(const Opts& o, const runtime::Model
   auto pipe = pipeline::ContinuousBatchingPipeline::open(file, cfg, runner_options(o).compile);
   if (!pipe) return pipe.error();
   auto stream = [](pipeline::RequestId, std::string_view t) { return print_text(t); };
-  auto id = o.chat ? (*pipe)->add_chat_request(messages, o.sp, stream) : (*pipe)->add_request(o.prompt, o.sp, stream);
+  auto id = o.chat ? (*pipe)->add_chat_request(messages, o.sp, stream, o.constraint)
+                   : (*pipe)->add_request(o.prompt, o.sp, stream, o.constraint);
   if (!id) return id.error();
   if (auto s = (*pipe)->run_until_done(); !s) return s.error();
   report(o, (*pipe)->compiled_model());
@@ -139,9 +154,33 @@ Result<pipeline::GenerationResult> run_single(const Opts& o, const runtime::Mode
                                              const nlohmann::ordered_json& messages) {
   auto pipe = pipeline::LLMPipeline::open(file, *transforms::layout_from_name(o.engine), runner_options(o));
   if (!pipe) return pipe.error();
-  auto r = o.chat ? (*pipe)->chat(messages, o.sp, print_text) : (*pipe)->generate(o.prompt, o.sp, print_text);
+  auto r = o.chat ? (*pipe)->chat(messages, o.sp, print_text, o.constraint)
+                  : (*pipe)->generate(o.prompt, o.sp, print_text, o.constraint);
   report(o, &(*pipe)->runner().compiled());
   return r;
+}
+
+// --grammar / --json-schema: the file read and compiled (errors name the file).
+Result<pipeline::Constraint> load_constraint(const Opts& o) {
+  pipeline::Constraint c;
+  const std::string& path = o.grammar_file.empty() ? o.schema_file : o.grammar_file;
+  if (path.empty()) return c;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) return make_error("cannot read '" + path + "'", "check the path");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  if (!o.grammar_file.empty()) {
+    auto g = grammar::parse_gbnf(ss.str());
+    if (!g) return make_error(path + ": " + g.error().str(), g.error().hint);
+    c.grammar = *g;
+    return c;
+  }
+  auto schema = grammar::Json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
+  if (schema.is_discarded()) return make_error(path + " is not valid JSON", "write a JSON Schema object");
+  auto g = grammar::compile_json_schema(schema);
+  if (!g) return make_error(path + ": " + g.error().str(), g.error().hint);
+  c.grammar = *g;
+  return c;
 }
 
 Status run_text(Opts o, const runtime::ModelFile& file) {
@@ -191,6 +230,8 @@ void add(CLI::App& app, int& rc) {
   cmd->add_option("--frequency-penalty", o->sp.frequency_penalty, "0 = off");
   cmd->add_option("--seed", o->seed, "random seed (default: random)");
   cmd->add_option("--stop", o->sp.stop, "stop string (repeatable); never printed");
+  auto* gopt = cmd->add_option("--grammar", o->grammar_file, "a GBNF grammar file (llama.cpp's syntax): the answer is a sentence of it");
+  cmd->add_option("--json-schema", o->schema_file, "a JSON Schema file: the answer is a JSON document it validates")->excludes(gopt);
   cmd->add_option("--dump-logits", o->dump, "greedy: write the logits of each generated token (raw f32 [n, n_vocab])");
   cmd->add_flag("--no-flash-attn", o->no_fa, "with --tokens: attention as MUL_MAT + SOFT_MAX instead of FLASH_ATTN_EXT");
   cmd->add_flag("--timing", o->timing, "with --tokens: print the time taken on stderr");
@@ -217,6 +258,16 @@ void add(CLI::App& app, int& rc) {
                                                                         .kv_type = *kv_type});
     if (!file) {
       rc = fail("run", file.error());
+      return;
+    }
+    auto constraint = load_constraint(*o);
+    if (!constraint) {
+      rc = fail("run", constraint.error());
+      return;
+    }
+    o->constraint = *constraint;
+    if (o->constraint && (!o->tokens.empty() || !o->dump.empty())) {
+      rc = fail("run", make_error("--grammar / --json-schema apply to text generation", "drop --tokens / --dump-logits"));
       return;
     }
     Status s;

@@ -34,25 +34,25 @@ Result<std::unique_ptr<ContinuousBatchingPipeline>> ContinuousBatchingPipeline::
 
 Result<RequestId> ContinuousBatchingPipeline::add_chat_request(const nlohmann::ordered_json& messages,
                                                                const text::SamplingParams& params,
-                                                               RequestStreamer stream) {
+                                                               RequestStreamer stream, const Constraint& constraint) {
   auto prompt = format_->apply_chat_template(messages, true);
   if (!prompt) return prompt.error();
-  return add_request(*prompt, params, std::move(stream));
+  return add_request(*prompt, params, std::move(stream), constraint);
 }
 
 Result<RequestId> ContinuousBatchingPipeline::add_request(std::string_view prompt, const text::SamplingParams& params,
-                                                          RequestStreamer stream) {
+                                                          RequestStreamer stream, const Constraint& constraint) {
   auto ids = format_->encode(prompt);
   if (!ids) return ids.error();
-  return add_request_tokens(std::move(*ids), params, std::move(stream));
+  return add_request_tokens(std::move(*ids), params, std::move(stream), constraint);
 }
 
 Result<RequestId> ContinuousBatchingPipeline::add_request_tokens(std::vector<int32_t> prompt_ids,
                                                                  const text::SamplingParams& params,
-                                                                 RequestStreamer stream) {
+                                                                 RequestStreamer stream, const Constraint& constraint) {
   if (auto s = params.validate(format_->tokenizer().n_vocab()); !s) return s.error();
   text::SamplingParams p = params;
-  p.stop_token_ids = format_->stop_ids(p.stop_token_ids);
+  if (!p.ignore_eos) p.stop_token_ids = format_->stop_ids(p.stop_token_ids);
   const int64_t room = engine_->max_model_len() - static_cast<int64_t>(prompt_ids.size());
   if (room < 1)
     return make_error("the prompt has " + std::to_string(prompt_ids.size()) + " tokens; the context holds " +
@@ -62,7 +62,18 @@ Result<RequestId> ContinuousBatchingPipeline::add_request_tokens(std::vector<int
   rp.max_tokens = p.max_tokens > 0 ? std::min(p.max_tokens, room) : room;
   p.max_tokens = rp.max_tokens;  // the stop rules end on Length with the engine, releasing held text
   rp.stop_token_ids = p.stop_token_ids;
-  rp.sample = serving::make_sampler_fn(p, prompt_ids);
+  std::shared_ptr<ConstrainedSampler> constrained;
+  if (constraint) {
+    auto vocab = format_->grammar_vocab();
+    if (!vocab) return vocab.error();
+    if (!mask_worker_) mask_worker_ = std::make_unique<MaskWorker>();
+    auto cs = ConstrainedSampler::create(p, prompt_ids, constraint.grammar, *vocab, mask_worker_.get());
+    if (!cs) return cs.error();
+    constrained = *cs;
+    rp.sample = [cs = constrained](std::span<const float> logits) { return cs->sample(logits); };
+  } else {
+    rp.sample = serving::make_sampler_fn(p, prompt_ids);
+  }
   rp.on_token = [this](RequestId id, int32_t token) { return on_token(id, token); };
   rp.logprobs = p.logprobs;
   auto id = engine_->add_request(std::move(prompt_ids), std::move(rp));
@@ -71,6 +82,7 @@ Result<RequestId> ContinuousBatchingPipeline::add_request_tokens(std::vector<int
   r.decoder = std::make_unique<text::StreamDecoder>(format_->tokenizer());
   r.stop = std::make_unique<text::StopCondition>(p);
   r.stream = std::move(stream);
+  r.constrained = std::move(constrained);
   return *id;
 }
 
@@ -122,6 +134,10 @@ Result<GenerationResult> ContinuousBatchingPipeline::result(RequestId id) const 
   // string, an end token or the length.
   g.finish = out->end == text::FinishReason::Stop && r.finish != text::FinishReason::None ? r.finish : out->end;
   if (out->end == text::FinishReason::Error) return make_error("request " + std::to_string(id) + " failed: " + out->error);
+  if (r.constrained)
+    if (std::string why = r.constrained->error(); !why.empty())
+      return make_error("request " + std::to_string(id) + " stopped by its grammar: " + why,
+                        "the grammar or schema is too ambiguous for the matcher's limits, or no token can continue it");
   g.usage = {out->usage.prompt_tokens, out->usage.cached_tokens, out->usage.completion_tokens};
   g.timing = {out->timing.time_to_first_token_s, out->timing.time_per_output_token_s, out->timing.total_s};
   return g;

@@ -23,6 +23,7 @@
 #include "text/sampler_stop.h"
 #include "serving/scheduler_engine.h"
 #include "text/tokenizer_stream.h"
+#include "pipeline/constrained_sampler.h"
 #include "pipeline/llm_pipeline.h"
 #include "pipeline/prompt.h"
 #include "runtime/compiled_model.h"
@@ -49,14 +50,15 @@ class ContinuousBatchingPipeline {
                                                                     const serving::EngineConfig& config);
 
   // Queues a request. Errors (the other requests go on): invalid sampling parameters, an empty
-  // prompt, a prompt that does not fit the context.
+  // prompt, a prompt that does not fit the context, a grammar that cannot start. A `constraint`
+  // holds the answer to its grammar (constrained_sampler.h).
   Result<RequestId> add_request(std::string_view prompt, const text::SamplingParams& params,
-                                RequestStreamer stream = {});
+                                RequestStreamer stream = {}, const Constraint& constraint = {});
   // The same from token ids (already encoded, e.g. by a server thread with format().encode()).
   Result<RequestId> add_request_tokens(std::vector<int32_t> ids, const text::SamplingParams& params,
-                                       RequestStreamer stream = {});
+                                       RequestStreamer stream = {}, const Constraint& constraint = {});
   Result<RequestId> add_chat_request(const nlohmann::ordered_json& messages, const text::SamplingParams& params,
-                                     RequestStreamer stream = {});
+                                     RequestStreamer stream = {}, const Constraint& constraint = {});
   Status cancel(RequestId id);               // frees the request's blocks at once
   Result<serving::StepStats> step();
   Status run_until_done();
@@ -82,6 +84,7 @@ class ContinuousBatchingPipeline {
     RequestStreamer stream;
     std::string text;
     text::FinishReason finish = text::FinishReason::None;  // set by the stop rules
+    std::shared_ptr<ConstrainedSampler> constrained;       // null: free text
   };
   ContinuousBatchingPipeline() = default;
   bool on_token(RequestId id, int32_t token);
@@ -92,6 +95,7 @@ class ContinuousBatchingPipeline {
   std::shared_ptr<const PromptFormat> format_;
   std::unique_ptr<serving::ContinuousBatchingEngine> engine_;
   std::map<RequestId, Request> requests_;
+  std::unique_ptr<MaskWorker> mask_worker_;  // started by the first constrained request
 };
 
 }  // namespace ggflow::pipeline

@@ -27,14 +27,14 @@ Result<std::unique_ptr<LLMPipeline>> LLMPipeline::open(const runtime::ModelFile&
 }
 
 Result<GenerationResult> LLMPipeline::chat(const nlohmann::ordered_json& messages, const text::SamplingParams& params,
-                                           const Streamer& stream) {
+                                           const Streamer& stream, const Constraint& constraint) {
   auto prompt = format_->apply_chat_template(messages, true);
   if (!prompt) return prompt.error();
-  return generate(*prompt, params, stream);
+  return generate(*prompt, params, stream, constraint);
 }
 
 Result<GenerationResult> LLMPipeline::generate(std::string_view prompt, const text::SamplingParams& params,
-                                               const Streamer& stream) {
+                                               const Streamer& stream, const Constraint& constraint) {
   if (auto s = params.validate(model_->n_vocab()); !s) return s.error();
   const auto t0 = Clock::now();
   auto ids = format_->encode(prompt);
@@ -46,8 +46,17 @@ Result<GenerationResult> LLMPipeline::generate(std::string_view prompt, const te
                       "shorten the prompt");
 
   text::SamplingParams p = params;
-  p.stop_token_ids = format_->stop_ids(p.stop_token_ids);
+  if (!p.ignore_eos) p.stop_token_ids = format_->stop_ids(p.stop_token_ids);
   text::Sampler sampler(p, *ids);
+  std::shared_ptr<ConstrainedSampler> constrained;
+  if (constraint) {
+    auto vocab = format_->grammar_vocab();
+    if (!vocab) return vocab.error();
+    if (!mask_worker_) mask_worker_ = std::make_unique<MaskWorker>();
+    auto cs = ConstrainedSampler::create(p, *ids, constraint.grammar, *vocab, mask_worker_.get());
+    if (!cs) return cs.error();
+    constrained = *cs;
+  }
   text::StopCondition stop(p);
   text::StreamDecoder decoder(format_->tokenizer());
   GenerationResult out;
@@ -73,7 +82,7 @@ Result<GenerationResult> LLMPipeline::generate(std::string_view prompt, const te
     if (stream && !stream(text)) cancelled = true;
   };
   while (true) {
-    const int32_t token = sampler.sample(*logits);
+    const int32_t token = constrained ? constrained->sample(*logits) : sampler.sample(*logits);
     if (out.tokens.empty()) t_first = Clock::now();
     out.tokens.push_back(token);
     auto piece = decoder.push(token);
@@ -88,6 +97,10 @@ Result<GenerationResult> LLMPipeline::generate(std::string_view prompt, const te
     if (!logits) return logits.error();
     if (auto s = check_logits(*logits); !s) return s.error();
   }
+  if (constrained)
+    if (std::string why = constrained->error(); !why.empty())
+      return make_error("the grammar stopped the generation: " + why,
+                        "the grammar or schema is too ambiguous for the matcher's limits, or no token can continue it");
   if (stop.done()) out.finish = stop.reason();
   if (out.finish != text::FinishReason::Stop) emit(decoder.finish());
   if (cancelled && out.finish == text::FinishReason::None) out.finish = text::FinishReason::Stop;

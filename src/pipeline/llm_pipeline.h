@@ -18,6 +18,7 @@
 
 #include "text/sampler.h"
 #include "text/sampler_stop.h"
+#include "pipeline/constrained_sampler.h"
 #include "pipeline/prompt.h"
 #include "runtime/model_file.h"
 #include "runtime/sequence_runner.h"
@@ -56,11 +57,12 @@ class LLMPipeline {
   static Result<std::unique_ptr<LLMPipeline>> open(const runtime::ModelFile& file, transforms::Layout layout,
                                                    const runtime::RunnerOptions& options = {});
 
+  // A `constraint` holds the answer to its grammar (constrained_sampler.h).
   Result<GenerationResult> generate(std::string_view prompt, const text::SamplingParams& params,
-                                    const Streamer& stream = {});
+                                    const Streamer& stream = {}, const Constraint& constraint = {});
   // Renders `messages` with the model's chat template (add_generation_prompt), then generate().
   Result<GenerationResult> chat(const nlohmann::ordered_json& messages, const text::SamplingParams& params,
-                                const Streamer& stream = {});
+                                const Streamer& stream = {}, const Constraint& constraint = {});
 
   const text::Tokenizer& tokenizer() const { return format_->tokenizer(); }
   const PromptFormat& format() const { return *format_; }
@@ -70,6 +72,7 @@ class LLMPipeline {
   LLMPipeline() = default;
   std::shared_ptr<const PromptFormat> format_;
   std::unique_ptr<runtime::SequenceRunner> model_;
+  std::unique_ptr<MaskWorker> mask_worker_;  // started by the first constrained request
 };
 
 }  // namespace ggflow::pipeline

@@ -13,6 +13,7 @@ Result<std::shared_ptr<const PromptFormat>> PromptFormat::from_file(const gguf::
     auto t = text::ChatTemplate::parse(*src);
     if (!t) return t.error();
     p->tmpl_ = std::make_unique<text::ChatTemplate>(std::move(*t));
+    p->tool_template_ = ToolTemplate::analyze(*p->tmpl_, *src);
   }
   for (int32_t id = 0; id < p->tok_->n_vocab(); ++id)
     if (p->tok_->is_eog(id)) p->eog_ids_.push_back(id);
@@ -32,6 +33,16 @@ Result<std::string> PromptFormat::apply_chat_template(const nlohmann::ordered_js
   return tmpl_->render(in);
 }
 
+Result<std::string> PromptFormat::apply_chat_template(const nlohmann::ordered_json& messages, const ToolRequest& tools,
+                                                      bool add_generation_prompt) const {
+  if (!tmpl_)
+    return make_error("the model file has no chat template (tokenizer.chat_template)",
+                      "pass the prompt as plain text, without --chat");
+  const std::string bos = tok_->bos() >= 0 ? tok_->token_text(tok_->bos()) : std::string();
+  const std::string eos = tok_->eos() >= 0 ? tok_->token_text(tok_->eos()) : std::string();
+  return render_with_tools(*tmpl_, tool_template_, messages, tools, add_generation_prompt, bos, eos);
+}
+
 Result<std::vector<int32_t>> PromptFormat::encode(std::string_view prompt) const {
   if (prompt.empty()) return make_error("the prompt is empty", "pass some text");
   auto ids = tok_->encode(prompt, text::EncodeOptions{});
@@ -47,6 +58,11 @@ std::vector<int32_t> PromptFormat::stop_ids(std::vector<int32_t> own) const {
   for (int32_t id : eog_ids_)
     if (std::find(own.begin(), own.end(), id) == own.end()) own.push_back(id);
   return own;
+}
+
+Result<std::shared_ptr<const grammar::TokenVocab>> PromptFormat::grammar_vocab() const {
+  std::call_once(vocab_once_, [&] { grammar_vocab_ = grammar::TokenVocab::from_tokenizer(*tok_); });
+  return grammar_vocab_;
 }
 
 }  // namespace ggflow::pipeline

@@ -94,7 +94,7 @@ pipeline::RequestId EngineLoop::add_one(Submission& s) {
     auto it = active_.find(rid);
     if (it != active_.end()) it->second.text.append(piece);
     return true;
-  });
+  }, s.constraint);
   if (!id) {
     end_unstarted(std::move(s), text::FinishReason::Error, id.error().str());
     return 0;

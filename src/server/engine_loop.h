@@ -59,6 +59,7 @@ struct Submission {
   int32_t index = 0;                   // the choice, echoed in its events
   std::vector<int32_t> prompt;         // i32 [prompt_len]
   text::SamplingParams params;
+  pipeline::Constraint constraint;     // empty: free text
   std::shared_ptr<RequestHandle> handle;
 };
 

@@ -1,7 +1,11 @@
 // Prometheus series of the server (see metrics.h).
 #include "server/metrics.h"
 
+#include <algorithm>
+
 #include <fmt/format.h>
+
+#include "pipeline/constrained_sampler.h"
 
 namespace ggflow::server {
 
@@ -104,6 +108,17 @@ std::string Metrics::render() const {
   for (const char* r : {"stop", "length", "cancelled", "error"}) {
     auto it = finished_.find(r);
     out += fmt::format("ggflow:request_success_total{{finished_reason=\"{}\"}} {}\n", r, it == finished_.end() ? 0 : it->second);
+  }
+  if (auto t = pipeline::mask_times_snapshot().seconds; !t.empty()) {  // grammar-constrained requests
+    std::sort(t.begin(), t.end());
+    double sum = 0;
+    for (double v : t) sum += v;
+    out += "# HELP ggflow:grammar_mask_seconds Time to compute one step's allowed-token mask (the last 65536 masks).\n"
+           "# TYPE ggflow:grammar_mask_seconds summary\n";
+    for (double q : {0.5, 0.9, 0.99})
+      out += fmt::format("ggflow:grammar_mask_seconds{{quantile=\"{}\"}} {:.9f}\n", q,
+                         t[std::min(t.size() - 1, size_t(q * double(t.size())))]);
+    out += fmt::format("ggflow:grammar_mask_seconds_sum {:.9f}\nggflow:grammar_mask_seconds_count {}\n", sum, t.size());
   }
   ttft_.render("ggflow:time_to_first_token_seconds", "Time to the first token.", out);
   tpot_.render("ggflow:time_per_output_token_seconds", "Time per output token after the first.", out);

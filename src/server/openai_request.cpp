@@ -5,6 +5,9 @@
 #include <limits>
 #include <set>
 
+#include "grammar/grammar.h"
+#include "grammar/json_schema.h"
+
 namespace ggflow::server {
 
 namespace {
@@ -131,6 +134,7 @@ void read_sampling(Fields& f, const ModelInfo& model, text::SamplingParams& p) {
     for (const auto& s : p.stop)
       if (s.empty()) f.fail(invalid("invalid_value", "stop", "'stop' strings must not be empty"));
   }
+  f.boolean("ignore_eos", p.ignore_eos);  // vLLM's and llama-server's extension
   if (const Json* v = f.get("logit_bias")) {
     if (!v->is_object()) {
       f.wrong_type("logit_bias", *v, "an object mapping token ids (as strings) to numbers in [-100, 100]");
@@ -180,6 +184,73 @@ void read_stream(Fields& f, GenerationRequest& r) {
       }
     }
   }
+}
+
+// A tool-calling error ("tools[2].function.name: must match ...") as a 400 whose param is the
+// path before the first ": ".
+ApiError tool_error(const Error& e) {
+  const std::string msg = e.str();
+  const size_t colon = msg.find(": ");
+  return invalid("invalid_value", colon == std::string::npos ? "tools" : msg.substr(0, colon), msg);
+}
+
+// What the answer is held to (both endpoints): OpenAI's response_format ({"type": "text"},
+// {"type": "json_object"}, {"type": "json_schema", "json_schema": {"name", "schema", "strict"}})
+// and llama-server's "grammar" (GBNF text) and "json_schema" (a schema). At most one of them; the
+// grammar is compiled here, on the HTTP thread, within grammar::Limits (too large: 400).
+void read_constraint(Fields& f, GenerationRequest& r) {
+  std::vector<std::string> given;
+  auto compiled = [&](const std::string& field, Result<std::shared_ptr<const grammar::Grammar>> g) {
+    if (!g) return f.fail(invalid("invalid_value", field, "'" + field + "': " + g.error().str()));
+    r.constraint.grammar = std::move(*g);
+    return true;
+  };
+  if (const Json* v = f.get("response_format")) {
+    const Json* type = v->is_object() && v->contains("type") ? &(*v)["type"] : nullptr;
+    if (!type || !type->is_string()) {
+      f.fail(invalid("invalid_type", "response_format",
+                     "'response_format' must be an object with a string 'type': text, json_object or json_schema"));
+    } else if (*type == "json_object") {
+      given.push_back("response_format");
+      r.constraint.grammar = grammar::json_object_grammar();
+    } else if (*type == "json_schema") {
+      given.push_back("response_format");
+      const Json* js = v->contains("json_schema") ? &(*v)["json_schema"] : nullptr;
+      if (!js || !js->is_object()) {
+        f.fail(invalid("missing_field", "response_format.json_schema",
+                       "'response_format' of type json_schema needs 'json_schema': {\"name\": ..., \"schema\": {...}}"));
+      } else if (!js->contains("schema") || !(*js)["schema"].is_object()) {
+        f.fail(invalid("missing_field", "response_format.json_schema.schema",
+                       "'response_format.json_schema.schema' must be a JSON Schema object"));
+      } else if (js->contains("name") && (!(*js)["name"].is_string() || (*js)["name"].get<std::string>().empty() ||
+                                          (*js)["name"].get<std::string>().size() > 64)) {
+        f.fail(invalid("invalid_value", "response_format.json_schema.name",
+                       "'response_format.json_schema.name' must be a string of 1 to 64 characters"));
+      } else if (js->contains("strict") && !(*js)["strict"].is_boolean() && !(*js)["strict"].is_null()) {
+        f.fail(invalid("invalid_type", "response_format.json_schema.strict", "'response_format.json_schema.strict' must be a boolean"));
+      } else {
+        compiled("response_format.json_schema.schema", grammar::compile_json_schema((*js)["schema"]));
+      }
+    } else if (*type != "text") {
+      f.fail(invalid("invalid_value", "response_format.type",
+                     "'response_format.type' '" + type->get<std::string>() + "' is not one of text, json_object, json_schema"));
+    }
+  }
+  if (const Json* v = f.get("json_schema")) {
+    given.push_back("json_schema");
+    if (!v->is_object()) f.wrong_type("json_schema", *v, "a JSON Schema object");
+    else compiled("json_schema", grammar::compile_json_schema(*v));
+  }
+  if (const Json* v = f.get("grammar")) {
+    given.push_back("grammar");
+    if (!v->is_string()) f.wrong_type("grammar", *v, "a string of GBNF rules");
+    else compiled("grammar", grammar::parse_gbnf(v->get<std::string>()));
+  }
+  if (given.size() > 1)
+    f.fail(invalid("invalid_value", given[1], "'" + given[0] + "' and '" + given[1] + "' both constrain the answer; send one of them"));
+  if (r.constraint && r.params.ignore_eos)
+    f.fail(invalid("invalid_value", "ignore_eos", "'ignore_eos' cannot be combined with '" + given[0] +
+                                                      "': a constrained answer ends where its grammar does"));
 }
 
 // The context check of every prompt: prompt + max_tokens must fit (before anything is queued).
@@ -248,7 +319,7 @@ std::optional<ApiError> parse_messages(const Json* messages, Json& out) {
   if (!messages) return invalid("missing_field", "messages", "'messages' is required: an array of {role, content}");
   if (!messages->is_array()) return invalid("invalid_type", "messages", std::string("'messages' must be an array, got ") + type_name(*messages));
   if (messages->empty()) return invalid("invalid_value", "messages", "'messages' must hold at least one message");
-  static const std::set<std::string> roles = {"system", "developer", "user", "assistant"};
+  static const std::set<std::string> roles = {"system", "developer", "user", "assistant", "tool"};
   out = Json::array();
   for (size_t i = 0; i < messages->size(); ++i) {
     const Json& m = (*messages)[i];
@@ -259,15 +330,21 @@ std::optional<ApiError> parse_messages(const Json* messages, Json& out) {
     if (!role->is_string()) return invalid("invalid_type", at + ".role", at + ".role must be a string");
     const std::string r = role->get<std::string>();
     if (!roles.count(r))
-      return invalid("invalid_value", at + ".role", at + ".role '" + r + "' is not one of system, developer, user, assistant");
-    for (auto it = m.begin(); it != m.end(); ++it)
-      if (it.key() != "role" && it.key() != "content" && it.key() != "name")
-        return invalid(it.key() == "tool_calls" || it.key() == "tool_call_id" ? "unsupported" : "unknown_field",
-                       at + "." + it.key(), "field '" + it.key() + "' of " + at + " is not supported");
+      return invalid("invalid_value", at + ".role", at + ".role '" + r + "' is not one of system, developer, user, assistant, tool");
+    for (auto it = m.begin(); it != m.end(); ++it) {
+      const bool tool_field = (it.key() == "tool_calls" && r == "assistant") || (it.key() == "tool_call_id" && r == "tool");
+      if (it.key() != "role" && it.key() != "content" && it.key() != "name" && !tool_field)
+        return invalid("unknown_field", at + "." + it.key(), "field '" + it.key() + "' of " + at + " is not supported" +
+                                                                 (it.key() == "tool_calls" ? " (tool_calls belong to assistant messages)" : "") +
+                                                                 (it.key() == "tool_call_id" ? " (tool_call_id belongs to tool messages)" : ""));
+    }
     auto content = m.find("content");
-    if (content == m.end()) return invalid("missing_field", at + ".content", at + " has no 'content'");
+    const bool has_calls = m.contains("tool_calls") && !m["tool_calls"].is_null();
+    if (content == m.end() && !(r == "assistant" && has_calls))
+      return invalid("missing_field", at + ".content", at + " has no 'content'");
     std::string text;
-    if (content->is_string()) {
+    if (content == m.end()) {
+    } else if (content->is_string()) {
       text = content->get<std::string>();
     } else if (content->is_null() && r == "assistant") {
     } else if (content->is_array()) {
@@ -287,8 +364,12 @@ std::optional<ApiError> parse_messages(const Json* messages, Json& out) {
     } else {
       return invalid("invalid_type", at + ".content", at + ".content must be a string or an array of text parts, got " + type_name(*content));
     }
-    out.push_back({{"role", r == "developer" ? "system" : r}, {"content", text}});
+    Json msg = {{"role", r == "developer" ? "system" : r}, {"content", text}};
+    if (has_calls) msg["tool_calls"] = m["tool_calls"];
+    if (r == "tool" && m.contains("tool_call_id")) msg["tool_call_id"] = m["tool_call_id"];
+    out.push_back(std::move(msg));
   }
+  if (auto s = pipeline::validate_tool_messages(out); !s) return tool_error(s.error());
   return std::nullopt;
 }
 
@@ -298,7 +379,7 @@ std::optional<ApiError> parse_chat_request(const Json& body, const ModelInfo& mo
   out.params.temperature = 1.0;
   if (auto e = check_model(body, model)) return e;
   Fields f(body);
-  f.ignore({"model", "user", "store", "metadata", "service_tier", "parallel_tool_calls"});
+  f.ignore({"model", "user", "store", "metadata", "service_tier"});
   Json messages;
   if (auto e = parse_messages(f.get("messages"), messages)) return e;
   int64_t max_tokens = 0;
@@ -317,16 +398,34 @@ std::optional<ApiError> parse_chat_request(const Json& body, const ModelInfo& mo
   if (logprobs) out.params.logprobs = int32_t(top);
   read_stream(f, out);
   f.boolean("return_token_ids", out.return_token_ids);
-  if (const Json* v = f.get("response_format"))
-    if (!v->is_object() || v->value("type", "") != "text")
-      f.fail(invalid("unsupported", "response_format", "only 'response_format': {\"type\": \"text\"} is supported"));
-  for (const char* k : {"tools", "tool_choice", "functions", "function_call", "audio", "modalities", "prediction",
-                        "web_search_options", "reasoning_effort"})
-    f.unsupported(k, "ggflow generates plain text");
+  read_constraint(f, out);
+  auto tools = pipeline::parse_tool_request(f.get("tools"), f.get("tool_choice"), f.get("parallel_tool_calls"));
+  for (const char* k : {"functions", "function_call"}) f.unsupported(k, "use 'tools' and 'tool_choice'");
+  for (const char* k : {"audio", "modalities", "prediction", "web_search_options", "reasoning_effort"})
+    f.unsupported(k, "ggflow generates text");
   f.check_unknown();
   if (f.error) return f.error;
-
-  auto rendered = model.format->apply_chat_template(messages, /*add_generation_prompt=*/true);
+  if (!tools) return tool_error(tools.error());
+  const pipeline::ToolFormat fmt = model.format->tool_template().format;
+  if (tools->active()) {
+    if (pipeline::tool_grammar_needed(fmt, *tools)) {
+      if (out.constraint)
+        return invalid("invalid_value", "tool_choice", "this tool_choice constrains the answer to a tool call (format " +
+                                                           std::string(pipeline::tool_format_name(fmt)) +
+                                                           "); it cannot be combined with response_format, json_schema or grammar");
+      auto gbnf = pipeline::tool_call_grammar(fmt, *tools);
+      if (!gbnf) return tool_error(gbnf.error());
+      auto g = grammar::parse_gbnf(*gbnf);
+      if (!g) return invalid("invalid_value", "tools", "the tools' grammar does not compile: " + g.error().str());
+      out.constraint.grammar = *g;
+    }
+    out.tools = std::make_shared<const pipeline::ToolRequest>(std::move(*tools));
+    out.tool_format = fmt;
+  }
+  bool tool_turns = false;
+  for (const auto& m : messages) tool_turns |= m.contains("tool_calls") || m["role"] == "tool";
+  auto rendered = out.tools || tool_turns ? model.format->apply_chat_template(messages, out.tools ? *out.tools : *tools, true)
+                                          : model.format->apply_chat_template(messages, /*add_generation_prompt=*/true);
   if (!rendered) return invalid("invalid_value", "messages", "the model's chat template failed on these messages: " + rendered.error().str());
   auto ids = model.format->encode(*rendered);
   if (!ids) return invalid("invalid_value", "messages", "the rendered prompt cannot be tokenized: " + ids.error().str());
@@ -411,6 +510,7 @@ std::optional<ApiError> parse_completion_request(const Json& body, const ModelIn
       f.fail(invalid("unsupported", "suffix", "'suffix' (fill-in-the-middle) is not supported"));
   read_stream(f, out);
   f.boolean("return_token_ids", out.return_token_ids);
+  read_constraint(f, out);
   f.check_unknown();
   if (f.error) return f.error;
   if (out.num_choices() > kMaxChoices)

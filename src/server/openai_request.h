@@ -11,7 +11,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "pipeline/constrained_sampler.h"
 #include "pipeline/prompt.h"
+#include "pipeline/tool_calls.h"
 #include "server/api_error.h"
 #include "text/sampler.h"
 
@@ -40,6 +42,10 @@ struct GenerationRequest {
   bool echo = false;                 // completions
   bool return_token_ids = false;     // extension: prompt_token_ids / token_ids in the response
   text::SamplingParams params;       // max_tokens -1: the rest of the context
+  pipeline::Constraint constraint;   // response_format json_object / json_schema, grammar, json_schema,
+                                     // or the tool-call grammar (tool_choice required / named, Generic)
+  std::shared_ptr<const pipeline::ToolRequest> tools;  // chat with active tools: answers parsed into tool_calls
+  pipeline::ToolFormat tool_format = pipeline::ToolFormat::Generic;
   int64_t num_choices() const { return int64_t(prompts.size()) * n; }
 };
 
@@ -50,8 +56,9 @@ std::optional<ApiError> parse_body(const std::string& body, Json& out);
 std::optional<ApiError> parse_chat_request(const Json& body, const ModelInfo& model, GenerationRequest& out);
 std::optional<ApiError> parse_completion_request(const Json& body, const ModelInfo& model, GenerationRequest& out);
 
-// The chat messages of a request, checked (roles, content as a string or text parts) and
-// normalized for the chat template (content joined into one string).
+// The chat messages of a request, checked (roles, content as a string or text parts, assistant
+// tool_calls, tool results with tool_call_id) and normalized for the chat template (content
+// joined into one string; tool_calls and tool_call_id kept).
 std::optional<ApiError> parse_messages(const Json* messages, Json& out);
 
 // `model`, when present, must be the served name (404 model_not_found otherwise).

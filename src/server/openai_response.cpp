@@ -40,6 +40,54 @@ const char* finish_reason_name(text::FinishReason r) {
   return r == text::FinishReason::None ? nullptr : text::to_string(r);
 }
 
+ChoiceState new_choice(const GenerationRequest& r) {
+  ChoiceState c;
+  if (r.chat && r.tools)
+    c.tools = std::make_shared<pipeline::ToolCallParser>(
+        pipeline::ToolParseOptions{r.tool_format, r.tools->callable_names(), pipeline::ToolCallIds()});
+  return c;
+}
+
+Json finish_reason_json(const ChoiceState& c) {
+  if (c.finish == text::FinishReason::None) return nullptr;
+  if (c.finish == text::FinishReason::Stop && c.tools && !c.tools->result().calls.empty()) return "tool_calls";
+  return finish_reason_name(c.finish);
+}
+
+namespace {
+
+Json tool_calls_json(const std::vector<pipeline::ToolCall>& calls) {
+  Json out = Json::array();
+  for (const auto& call : calls)
+    out.push_back({{"id", call.id}, {"type", "function"}, {"function", {{"name", call.name}, {"arguments", call.arguments}}}});
+  return out;
+}
+
+// The delta of a chat chunk: content, and the tool-call pieces the parser released (OpenAI's
+// shape: a call's first piece has id, type, name and empty arguments, later ones arguments only).
+Json tool_delta(const std::vector<pipeline::ToolCallEvent>& events) {
+  Json delta = Json::object();
+  std::string content;
+  Json calls = Json::array();
+  for (const auto& e : events) {
+    using K = pipeline::ToolCallEvent::Kind;
+    if (e.kind == K::Content) {
+      content += e.text;
+    } else if (e.kind == K::CallStart) {
+      calls.push_back({{"index", e.index}, {"id", e.id}, {"type", "function"}, {"function", {{"name", e.name}, {"arguments", ""}}}});
+    } else if (!calls.empty() && calls.back()["index"] == e.index) {
+      calls.back()["function"]["arguments"] = calls.back()["function"]["arguments"].get<std::string>() + e.text;
+    } else {
+      calls.push_back({{"index", e.index}, {"function", {{"arguments", e.text}}}});
+    }
+  }
+  if (!content.empty()) delta["content"] = content;
+  if (!calls.empty()) delta["tool_calls"] = calls;
+  return delta;
+}
+
+}  // namespace
+
 Json usage_json(const GenerationRequest& r, const std::vector<ChoiceState>& choices) {
   int64_t prompt = 0, completion = 0, cached = 0;
   for (size_t p = 0; p < r.prompts.size(); ++p) {
@@ -99,7 +147,12 @@ Json response_json(const ResponseHead& head, const GenerationRequest& r, const s
     const ChoiceState& c = choices[i];
     Json ch = {{"index", i}};
     const bool with_lp = r.params.logprobs >= 0;
-    if (r.chat) {
+    if (r.chat && c.tools) {
+      const auto& parsed = c.tools->result();
+      ch["message"] = {{"role", "assistant"}, {"content", parsed.calls.empty() || !parsed.content.empty() ? Json(parsed.content) : Json(nullptr)}};
+      if (!parsed.calls.empty()) ch["message"]["tool_calls"] = tool_calls_json(parsed.calls);
+      ch["logprobs"] = with_lp ? chat_logprobs_json(tok, c.logprobs) : Json(nullptr);
+    } else if (r.chat) {
       ch["message"] = {{"role", "assistant"}, {"content", c.text}};
       ch["logprobs"] = with_lp ? chat_logprobs_json(tok, c.logprobs) : Json(nullptr);
     } else {
@@ -107,7 +160,7 @@ Json response_json(const ResponseHead& head, const GenerationRequest& r, const s
       size_t offset = r.echo ? r.prompts[i / size_t(r.n)].text.size() : 0;
       ch["logprobs"] = with_lp ? completion_logprobs_json(tok, c.logprobs, offset) : Json(nullptr);
     }
-    ch["finish_reason"] = finish_reason_name(c.finish);
+    ch["finish_reason"] = finish_reason_json(c);
     if (r.return_token_ids) ch["token_ids"] = c.tokens;
     list.push_back(ch);
   }
@@ -135,14 +188,26 @@ Json chunk_json(const ResponseHead& head, const GenerationRequest& r, Json choic
 Json chunk_choice(const GenerationRequest& r, const RequestEvent& e, const text::Tokenizer& tok, ChoiceState& st) {
   Json ch = {{"index", e.index}};
   const bool with_lp = r.params.logprobs >= 0 && !e.logprobs.empty();
-  if (r.chat) {
+  if (r.chat && st.tools) {
+    auto events = st.tools->push(e.text);
+    if (e.done)
+      for (auto& ev : st.tools->finish()) events.push_back(std::move(ev));
+    ch["delta"] = tool_delta(events);
+    ch["logprobs"] = with_lp ? chat_logprobs_json(tok, e.logprobs) : Json(nullptr);
+  } else if (r.chat) {
     ch["delta"] = e.text.empty() ? Json::object() : Json{{"content", e.text}};
     ch["logprobs"] = with_lp ? chat_logprobs_json(tok, e.logprobs) : Json(nullptr);
   } else {
     ch["text"] = e.text;
     ch["logprobs"] = with_lp ? completion_logprobs_json(tok, e.logprobs, st.text_offset) : Json(nullptr);
   }
-  ch["finish_reason"] = e.done ? Json(finish_reason_name(e.finish)) : Json(nullptr);
+  if (e.done) {
+    ChoiceState done = st;
+    done.finish = e.finish;
+    ch["finish_reason"] = finish_reason_json(done);
+  } else {
+    ch["finish_reason"] = nullptr;
+  }
   if (r.return_token_ids) ch["token_ids"] = e.tokens;
   return ch;
 }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -32,7 +33,13 @@ struct ChoiceState {
   text::FinishReason finish = text::FinishReason::None;
   std::string error;
   serving::RequestUsage usage;
+  std::shared_ptr<pipeline::ToolCallParser> tools;  // chat with tools: the answer's calls, as they stream
 };
+
+// A choice's state for `r` (a tool-call parser when the request has tools).
+ChoiceState new_choice(const GenerationRequest& r);
+// The finish reason OpenAI gives: "tool_calls" when the answer stopped after calls.
+Json finish_reason_json(const ChoiceState& c);
 
 // Usage of the whole request: each prompt counted once, completions summed, cached tokens of the
 // best choice per prompt.

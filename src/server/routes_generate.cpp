@@ -20,6 +20,7 @@ std::vector<Submission> submissions(const GenerationRequest& r, const std::share
       s.index = int32_t(p) * r.n + i;
       s.prompt = r.prompts[p].ids;
       s.params = r.params;
+      s.constraint = r.constraint;
       if (s.params.seed) s.params.seed = *s.params.seed + uint64_t(i);
       s.handle = handle;
       out.push_back(std::move(s));
@@ -41,7 +42,8 @@ void apply(ChoiceState& c, RequestEvent& e) {
 }
 
 std::vector<ChoiceState> initial_choices(const GenerationRequest& r) {
-  std::vector<ChoiceState> choices(size_t(r.num_choices()));
+  std::vector<ChoiceState> choices;
+  for (int64_t i = 0; i < r.num_choices(); ++i) choices.push_back(new_choice(r));
   if (!r.chat && r.echo)
     for (size_t i = 0; i < choices.size(); ++i) {
       choices[i].text = r.prompts[i / size_t(r.n)].text;
@@ -85,6 +87,11 @@ void Server::generate_blocking(const GenerationRequest& r, std::shared_ptr<Reque
     for (auto& e : handle->wait(kKeepAlive)) {
       apply(choices[size_t(e.index)], e);
       done += e.done;
+    }
+  for (auto& c : choices)  // the tool-call parsers get the whole answer
+    if (c.tools) {
+      c.tools->push(c.text);
+      c.tools->finish();
     }
   res.set_header("X-Ggflow-Completion-Tokens", std::to_string(completion_tokens(choices)));
   for (const auto& c : choices)
@@ -138,7 +145,8 @@ void Server::generate_stream(std::shared_ptr<const GenerationRequest> r, std::sh
       st->done += e.done;
       if (e.done && e.finish == text::FinishReason::Error)
         choice["error"] = {{"message", "the generation failed: " + e.error}, {"type", "server_error"}};
-      if ((e.text.empty() && e.logprobs.empty() && !e.done)) continue;
+      // Nothing to say yet (a tool-call parser may hold text back until it knows what it is).
+      if (!e.done && e.logprobs.empty() && (r->chat ? choice["delta"].empty() : e.text.empty())) continue;
       if (!send(chunk_json(st->head, *r, Json::array({choice})))) return false;
     }
     if (st->done < st->choices.size()) return true;

@@ -200,19 +200,19 @@ def build_cases(name):
     add("messages: a message without role", msg(content="hi"), code="missing_field", param="~role")
     add("messages: unknown role wizard", msg(role="wizard", content="hi"), code="invalid_value", param="~role")
     add("messages: a user message without content", msg(role="user"), code="missing_field", param="~content")
-    add("messages: role tool (not served)", msg(role="tool", content="42", tool_call_id="x"),
-        code=("invalid_value", "unsupported"), param="~role")
+    add("messages: a tool message without tool_call_id", msg(role="tool", content="42"),
+        code="invalid_value", param="~tool_call_id")
 
     # ---- fields ggflow does not know or implement -----------------------------------------------
     add("field: unknown top-level field", chat(frobnicate=1), code="unknown_field", param="frobnicate")
-    add("field: tools", chat(tools=[{"type": "function", "function": {"name": "f", "parameters": {}}}]),
-        code="unsupported", param="tools")
-    add("field: tool_choice", chat(tool_choice="auto"), code="unsupported", param="tool_choice")
+    add("field: tools with a bad name", chat(tools=[{"type": "function", "function": {"name": "f g", "parameters": {}}}]),
+        code="invalid_value", param="tools[0].function.name")
+    add("field: tool_choice without tools", chat(tool_choice="auto"), code="invalid_value", param="tool_choice")
     add("field: functions", chat(functions=[{"name": "f", "parameters": {}}]), code="unsupported", param="functions")
-    add("field: response_format json_object", chat(response_format={"type": "json_object"}), code="unsupported",
-        param="response_format")
-    add("field: response_format json_schema", chat(response_format={"type": "json_schema", "json_schema": {
-        "name": "x", "schema": {"type": "object"}}}), code="unsupported", param="response_format")
+    add("field: response_format json_schema with an unsupported keyword", chat(response_format={
+        "type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object", "patternProperties": {}}}}),
+        code="invalid_value", param="response_format.json_schema.schema")
+    add("field: a grammar that does not parse", chat(grammar="root ::= (unclosed"), code="invalid_value", param="grammar")
 
     # ---- the context ---------------------------------------------------------------------------
     add("context: a prompt longer than the context", msg(role="user", content=words_over),

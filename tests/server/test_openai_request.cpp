@@ -114,8 +114,14 @@ TEST_F(Parse, EachInvalidFieldIsNamedWithItsCode) {
       {R"("logit_bias": {"1": 1000})", "logit_bias", "invalid_value"},
       {R"("logit_bias": [1])", "logit_bias", "invalid_type"},
       {R"("seed": "1")", "seed", "invalid_type"},
-      {R"("tools": [])", "tools", "unsupported"},
-      {R"("response_format": {"type": "json_object"})", "response_format", "unsupported"},
+      {R"("tools": [])", "tools", "invalid_value"},
+      {R"("tools": [{"type": "function", "function": {"name": "get weather"}}])", "tools[0].function.name", "invalid_value"},
+      {R"("tool_choice": "auto")", "tool_choice", "invalid_value"},
+      {R"("functions": [{"name": "f"}])", "functions", "unsupported"},
+      {R"("response_format": {"type": "xml"})", "response_format.type", "invalid_value"},
+      {R"("response_format": {"type": "json_schema", "json_schema": {"schema": {"not": {}}}})", "response_format.json_schema.schema", "invalid_value"},
+      {R"("grammar": "root ::= undefined")", "grammar", "invalid_value"},
+      {R"("grammar": "root ::= [a-z]", "json_schema": {"type": "object"})", "grammar", "invalid_value"},
       {R"("frobnicate": 1)", "frobnicate", "unknown_field"},
   };
   for (const auto& c : cases) {
