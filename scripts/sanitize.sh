@@ -6,9 +6,10 @@
 # The subsets (chosen to keep CI under 30 minutes on 2 cores; the full suite runs unsanitized):
 #   address: the GGUF reader and its malformed corpus, IR, patterns and passes, tokenizers,
 #            templates (engine, conformance, sandbox), sampler, block manager and scheduler, the
-#            batching pipeline and the server's request parser and engine loop on small models
+#            batching pipeline and the server's request parser and engine loop on small models,
+#            the grammar engine and JSON Schema converter, the tool-call formats
 #   thread:  the thread pool, the scheduler, the batching pipeline, the engine loop with
-#            concurrent submitters and cancellers
+#            concurrent submitters and cancellers, the grammar mask cache shared by threads
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:?usage: scripts/sanitize.sh address|thread}
@@ -19,7 +20,9 @@ case "$mode" in
            text_test_tokenizer_unit text_test_tokenizer_conformance text_test_template_engine
            text_test_template_conformance text_test_template_sandbox text_test_sampler
            serving_test_block_manager serving_test_scheduler serving_test_scheduler_requests
-           test_continuous_batching test_openai_request test_engine_loop)
+           test_continuous_batching test_openai_request test_engine_loop
+           grammar_test_gbnf_parser grammar_test_grammars grammar_test_json_schema grammar_test_matcher
+           test_tool_calls)
     # Whole real models are minutes under ASan: the small ones (stories260K) cover the same code.
     filter='-*SmolLM2*:*Smol*:*Gemma*:*gemma*:*RealModel*'
     export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:allocator_may_return_null=0
@@ -28,7 +31,7 @@ case "$mode" in
   thread)
     dir=build-tsan
     tests=(test_thread_pool serving_test_scheduler serving_test_scheduler_requests
-           test_continuous_batching test_engine_loop)
+           test_continuous_batching test_engine_loop grammar_test_matcher)
     filter='-*SmolLM2*:*Smol*:*Gemma*:*gemma*'
     export TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1
     ;;

@@ -13,7 +13,8 @@
 //           against the bsums dword p), which is the twin's sum_j sc_j * sum (q_i - 32) * qa_i.
 // Tiles of up to 4 tokens: each token keeps two sub-block sums in flight (the low and the high
 // nibbles of a code dword belong to different sub-blocks), its isum and its acc; the codes of a
-// dword are loaded and split once per tile. A group's super-blocks are contiguous; the next
+// dword are loaded and split once per tile. Q4_K also has tiles of 5-8 tokens (prompts), which
+// take one sub-block at a time (tile_q4_k_wide). A group's super-blocks are contiguous; the next
 // group is software-prefetched while this one computes, as in matmul_packed_avx512.cpp.
 #include <immintrin.h>
 
@@ -33,10 +34,11 @@ using packed_avx512::half16;
 using packed_avx512::ldf;
 using packed_avx512::Prefetch;
 
-constexpr int kTT = 4;  // tokens per tile
+constexpr int kTT = 8;  // tokens per tile at most (Q4_K; Q6_K: 4)
 constexpr size_t kQ = offsetof(BlockQA256, q), kBsums = offsetof(BlockQA256, bsums);
 
 #define TOKENS_UNROLLED _Pragma("GCC unroll 4")
+#define TOKENS_UNROLLED8 _Pragma("GCC unroll 8")
 
 inline __m512i ld(const uint8_t* p) { return _mm512_loadu_si512(p); }
 inline __m512i srl32(__m512i v, int n) { return _mm512_srli_epi32(v, n); }
@@ -119,6 +121,51 @@ void tile_q4_k(const uint8_t* G, int64_t nb, const uint8_t* X, size_t xrb, float
   TOKENS_UNROLLED for (int t = 0; t < TT; ++t) _mm512_mask_storeu_ps(C + t * ldc, mask, acc[t]);
 }
 
+// Q4_K, 5 to 8 tokens (prompts): one sub-block at a time, so each token keeps one partial sum
+// (s), its isum and its acc in registers (24 of 32); a code dword is loaded twice (its low
+// nibbles, then its high ones: from L1), and each weight byte serves up to 8 tokens.
+template <int TT>
+void tile_q4_k_wide(const uint8_t* G, int64_t nb, const uint8_t* X, size_t xrb, float* C, int64_t ldc, __mmask16 mask,
+                    Prefetch pf) {
+  constexpr size_t gbs = 16 * 144;
+  __m512 acc[TT];
+  TOKENS_UNROLLED8 for (int t = 0; t < TT; ++t) acc[t] = _mm512_setzero_ps();
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* p = G + b * gbs;
+    const __m512i S[3] = {ld(p + 64), ld(p + 128), ld(p + 192)};
+    const uint8_t* a0 = X + b * sizeof(BlockQA256);
+    __m512i isum[TT];
+    TOKENS_UNROLLED8 for (int t = 0; t < TT; ++t) isum[t] = _mm512_setzero_si512();
+    for (int j = 0; j < 8; ++j) {  // sub-block j: pair j/2, low (even j) or high (odd j) nibbles
+      if (j % 2 == 0) pf.step();
+      __m512i sj[TT];
+      TOKENS_UNROLLED8 for (int t = 0; t < TT; ++t) sj[t] = _mm512_setzero_si512();
+      for (int i = 0; i < 8; ++i) {
+        const __m512i raw = ld(p + 256 + 64 * (8 * (j / 2) + i));
+        const __m512i v = j % 2 ? _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4) : _mm512_and_si512(raw, m4);
+        TOKENS_UNROLLED8 for (int t = 0; t < TT; ++t)
+          sj[t] = dpbusd_bcast(sj[t], v, a0 + t * xrb + kQ + 64 * (j / 2) + 32 * (j % 2) + 4 * i);
+      }
+      const __m512i sc = q4k_scale(S, j);
+      TOKENS_UNROLLED8 for (int t = 0; t < TT; ++t) isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(sj[t], sc));
+    }
+    __m512i msum[TT];
+    TOKENS_UNROLLED8 for (int t = 0; t < TT; ++t) msum[t] = _mm512_setzero_si512();
+    for (int j = 0; j < 8; ++j) {
+      const __m512i m = q4k_min(S, j), mp = _mm512_or_si512(m, sll32(m, 16));
+      TOKENS_UNROLLED8 for (int t = 0; t < TT; ++t) msum[t] = dpwssd_bcast(msum[t], mp, a0 + t * xrb + kBsums + 4 * j);
+    }
+    const __m512 D = half16(p), DMIN = half16(p + 32);
+    TOKENS_UNROLLED8 for (int t = 0; t < TT; ++t) {
+      const __m512 DA = _mm512_set1_ps(ldf(a0 + t * xrb));
+      acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(D, DA), _mm512_cvtepi32_ps(isum[t]), acc[t]);
+      acc[t] = _mm512_fnmadd_ps(_mm512_mul_ps(DMIN, DA), _mm512_cvtepi32_ps(msum[t]), acc[t]);
+    }
+  }
+  TOKENS_UNROLLED8 for (int t = 0; t < TT; ++t) _mm512_mask_storeu_ps(C + t * ldc, mask, acc[t]);
+}
+
 // Q6_K: code = low nibble | (2 high bits << 4). hb4(QH, s): bits 2s, 2s+1 of every byte moved to
 // bits 4, 5 (16-bit shifts; what crosses a byte boundary lands outside 0x30 and is masked away).
 template <int s>
@@ -185,10 +232,12 @@ void tile_q6_k(const uint8_t* G, int64_t nb, const uint8_t* X, size_t xrb, float
 }
 
 #undef TOKENS_UNROLLED
+#undef TOKENS_UNROLLED8
 
 using TileFn = void (*)(const uint8_t*, int64_t, const uint8_t*, size_t, float*, int64_t, __mmask16, Prefetch);
 
-void gemm(const TileFn tiles[kTT], size_t block_bytes, const uint8_t* P, int64_t K, const uint8_t* X, size_t xrb,
+// `tiles[k]`: the kernel for k+1 tokens, for k < max_tt.
+void gemm(const TileFn* tiles, int max_tt, size_t block_bytes, const uint8_t* P, int64_t K, const uint8_t* X, size_t xrb,
           int64_t T, float* C, int64_t ldc, int64_t n0, int64_t n1) {
   const int64_t nb = K / 256;
   const size_t group_bytes = static_cast<size_t>(nb) * 16 * block_bytes;
@@ -201,10 +250,10 @@ void gemm(const TileFn tiles[kTT], size_t block_bytes, const uint8_t* P, int64_t
     const uint8_t* G = P + static_cast<size_t>(n / 16) * group_bytes;
     const int cnt = static_cast<int>(n1 - n < 16 ? n1 - n : 16);
     const __mmask16 mask = static_cast<__mmask16>((1u << cnt) - 1);
-    for (int64_t t0 = 0; t0 < T; t0 += kTT) {
+    for (int64_t t0 = 0; t0 < T; t0 += max_tt) {
       // The first token tile prefetches the next group; later tiles find this one in cache.
       Prefetch pf{G + group_bytes, t0 == 0 ? end : G, per, side};
-      const int tt = static_cast<int>(T - t0 < kTT ? T - t0 : kTT);
+      const int tt = static_cast<int>(T - t0 < max_tt ? T - t0 : max_tt);
       tiles[tt - 1](G, nb, X + t0 * xrb, xrb, C + t0 * ldc + n, ldc, mask, pf);
     }
   }
@@ -214,11 +263,12 @@ void gemm(const TileFn tiles[kTT], size_t block_bytes, const uint8_t* P, int64_t
 
 void matmul_packed_k_avx512(GgmlType t, const uint8_t* P, int64_t K, const uint8_t* X, size_t xrb, int64_t T, float* C,
                             int64_t ldc, int64_t n0, int64_t n1) {
-  static constexpr TileFn q4k[kTT] = {tile_q4_k<1>, tile_q4_k<2>, tile_q4_k<3>, tile_q4_k<4>};
-  static constexpr TileFn q6k[kTT] = {tile_q6_k<1>, tile_q6_k<2>, tile_q6_k<3>, tile_q6_k<4>};
+  static constexpr TileFn q4k[kTT] = {tile_q4_k<1>,      tile_q4_k<2>,      tile_q4_k<3>,      tile_q4_k<4>,
+                                      tile_q4_k_wide<5>, tile_q4_k_wide<6>, tile_q4_k_wide<7>, tile_q4_k_wide<8>};
+  static constexpr TileFn q6k[4] = {tile_q6_k<1>, tile_q6_k<2>, tile_q6_k<3>, tile_q6_k<4>};
   switch (t) {
-    case GgmlType::Q4_K: return gemm(q4k, 144, P, K, X, xrb, T, C, ldc, n0, n1);
-    case GgmlType::Q6_K: return gemm(q6k, 210, P, K, X, xrb, T, C, ldc, n0, n1);
+    case GgmlType::Q4_K: return gemm(q4k, 8, 144, P, K, X, xrb, T, C, ldc, n0, n1);
+    case GgmlType::Q6_K: return gemm(q6k, 4, 210, P, K, X, xrb, T, C, ldc, n0, n1);
     default: return;
   }
 }
