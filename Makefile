@@ -6,7 +6,7 @@ PROMPT  ?= What is the capital of France? Answer in one sentence.
 FUZZ_SECONDS ?= 60
 FUZZ_TEST_SECONDS ?= 10
 
-.PHONY: all setup models configure build build-ggflow run serve bench test test-asan test-tsan fuzz clean
+.PHONY: all setup models configure build build-ggflow run serve bench bench-structured test test-asan test-tsan fuzz clean
 all: build
 
 setup:
@@ -41,13 +41,21 @@ serve: build-ggflow
 # bench/matmul_kernels (the host's bandwidth), llama.cpp's tools built outside the repository by
 # bench/install_llamacpp.sh (about 15 minutes the first time), then both tools alternating for
 # BENCH_ROUNDS rounds. Run it on an idle machine: nothing else may use the cores meanwhile.
-BENCH_MODELS ?= models/smollm2-135m-instruct-q4_1.gguf models/gemma3-270m-q4_k_m.gguf
+BENCH_MODELS ?= models/smollm2-135m-instruct-q4_1.gguf models/gemma3-270m-q4_k_m.gguf \
+                models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf
 BENCH_ROUNDS ?= 5
 BENCH_ARGS ?= -t 2 -p 512 -n 128 -r 3
 bench: configure models
 	@cmake --build $(BUILD) -j$(JOBS) --target ggflow matmul_kernels
 	@PATH="$(CURDIR)/.venv/bin:$$PATH" JOBS=$(JOBS) bench/install_llamacpp.sh >/dev/null
 	@.venv/bin/python bench/compare_llamacpp.py --rounds $(BENCH_ROUNDS) $(BENCH_ARGS) $(BENCH_MODELS)
+
+# Decode with a JSON-Schema constraint against free decoding, ggflow serve and llama-server, 1 and
+# 8 streams (bench/structured_decode.py; docs/BENCHMARKS.md). On an idle machine.
+STRUCTURED_MODELS ?= models/smollm2-135m-instruct-q4_1.gguf models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf
+bench-structured: build-ggflow models
+	@PATH="$(CURDIR)/.venv/bin:$$PATH" JOBS=$(JOBS) bench/install_llamacpp.sh >/dev/null
+	@.venv/bin/python bench/structured_decode.py --rounds 3 $(STRUCTURED_MODELS)
 
 # The whole suite, then every fuzz target for FUZZ_TEST_SECONDS, then both sanitizer builds on
 # their subsets (scripts/sanitize.sh): any failure, crash or sanitizer report fails.
