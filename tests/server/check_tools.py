@@ -27,22 +27,11 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 sys.path.insert(0, str(HERE))
-from server_util import SKIP_RC, Checker, Server, TEST_FLAGS, served_name, setup  # noqa: E402
+from server_util import Checker, loopback_only, require_packages, Server, TEST_FLAGS, served_name, setup  # noqa: E402
 
-os.environ["NO_PROXY"] = os.environ["no_proxy"] = "127.0.0.1,localhost"
-for v in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
-    os.environ.pop(v, None)
-
-try:
-    import jsonschema
-    import openai
-    from openai import OpenAI
-except ImportError as e:  # setup installs them into .venv
-    if os.environ.get("GGFLOW_REQUIRE_MODELS") == "1":
-        print(f"FAIL a Python package: {e} (run scripts/setup.sh)")
-        sys.exit(1)
-    print(f"skip a Python package is missing ({e}); run scripts/setup.sh")
-    sys.exit(SKIP_RC)
+loopback_only()
+jsonschema, openai = require_packages("jsonschema", "openai")
+OpenAI = openai.OpenAI
 
 c = Checker()
 QWEN = [ROOT / "models" / "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", ROOT / "models" / "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"]

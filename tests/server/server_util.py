@@ -34,6 +34,27 @@ TEST_FLAGS = ["-t", "2", "--parallel", "8", "--kv-cache", "64MiB", "--ctx-size",
 DEFAULT_MODEL = "models/smollm2-135m-instruct-q4_1.gguf"
 
 
+def loopback_only():
+    """Never let a proxy from the environment see the tests' requests to 127.0.0.1."""
+    os.environ["NO_PROXY"] = os.environ["no_proxy"] = "127.0.0.1,localhost"
+    for v in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        os.environ.pop(v, None)
+
+
+def require_packages(*names):
+    """The modules `names` (setup installs them into .venv); exit 77 (skip) when one is missing,
+    1 under GGFLOW_REQUIRE_MODELS=1."""
+    import importlib
+    try:
+        return [importlib.import_module(n) for n in names]
+    except ImportError as e:
+        if os.environ.get("GGFLOW_REQUIRE_MODELS") == "1":
+            print(f"FAIL a Python package: {e} (run scripts/setup.sh)")
+            sys.exit(1)
+        print(f"skip a Python package is missing ({e}); run scripts/setup.sh")
+        sys.exit(SKIP_RC)
+
+
 def require_model(model):
     """Exit 77 (skip) with the reason when the model file is missing; exit 1 under GGFLOW_REQUIRE_MODELS=1."""
     p = Path(model)

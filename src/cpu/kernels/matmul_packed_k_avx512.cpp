@@ -65,6 +65,25 @@ inline __m512i q4k_min(const __m512i S[3], int j) {
   return _mm512_or_si512(_mm512_and_si512(srl32(S[2], 8 * k + 4), m15), sll32(_mm512_and_si512(srl32(S[1], 8 * k + 6), m3), 4));
 }
 
+// The end of a Q4_K super-block for TT tokens: msum = sum_j m_j * (bsums[2j] + bsums[2j+1])
+// (vpdpwssd of the (m_j, m_j) int16 pairs against the bsums dword j), then the twin's two f32 steps.
+template <int TT>
+__attribute__((always_inline)) inline void q4k_finish(const uint8_t* p, const __m512i S[3], const uint8_t* a0, size_t xrb, const __m512i* isum,
+                       __m512* acc) {
+  __m512i msum[TT];
+  TOKENS_UNROLLED8 for (int t = 0; t < TT; ++t) msum[t] = _mm512_setzero_si512();
+  for (int j = 0; j < 8; ++j) {
+    const __m512i m = q4k_min(S, j), mp = _mm512_or_si512(m, sll32(m, 16));
+    TOKENS_UNROLLED8 for (int t = 0; t < TT; ++t) msum[t] = dpwssd_bcast(msum[t], mp, a0 + t * xrb + kBsums + 4 * j);
+  }
+  const __m512 D = half16(p), DMIN = half16(p + 32);
+  TOKENS_UNROLLED8 for (int t = 0; t < TT; ++t) {
+    const __m512 DA = _mm512_set1_ps(ldf(a0 + t * xrb));
+    acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(D, DA), _mm512_cvtepi32_ps(isum[t]), acc[t]);
+    acc[t] = _mm512_fnmadd_ps(_mm512_mul_ps(DMIN, DA), _mm512_cvtepi32_ps(msum[t]), acc[t]);
+  }
+}
+
 template <int TT>
 void tile_q4_k(const uint8_t* G, int64_t nb, const uint8_t* X, size_t xrb, float* C, int64_t ldc, __mmask16 mask,
                Prefetch pf) {
@@ -105,18 +124,7 @@ void tile_q4_k(const uint8_t* G, int64_t nb, const uint8_t* X, size_t xrb, float
       TOKENS_UNROLLED for (int t = 0; t < TT; ++t)
         isum[t] = _mm512_add_epi32(isum[t], _mm512_add_epi32(_mm512_mullo_epi32(slo[t], sc0), _mm512_mullo_epi32(shi[t], sc1)));
     }
-    __m512i msum[TT];
-    TOKENS_UNROLLED for (int t = 0; t < TT; ++t) msum[t] = _mm512_setzero_si512();
-    for (int j = 0; j < 8; ++j) {
-      const __m512i m = q4k_min(S, j), mp = _mm512_or_si512(m, sll32(m, 16));  // (m_j, m_j) int16 pairs
-      TOKENS_UNROLLED for (int t = 0; t < TT; ++t) msum[t] = dpwssd_bcast(msum[t], mp, a0 + t * xrb + kBsums + 4 * j);
-    }
-    const __m512 D = half16(p), DMIN = half16(p + 32);
-    TOKENS_UNROLLED for (int t = 0; t < TT; ++t) {
-      const __m512 DA = _mm512_set1_ps(ldf(a0 + t * xrb));
-      acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(D, DA), _mm512_cvtepi32_ps(isum[t]), acc[t]);
-      acc[t] = _mm512_fnmadd_ps(_mm512_mul_ps(DMIN, DA), _mm512_cvtepi32_ps(msum[t]), acc[t]);
-    }
+    q4k_finish<TT>(p, S, a0, xrb, isum, acc);
   }
   TOKENS_UNROLLED for (int t = 0; t < TT; ++t) _mm512_mask_storeu_ps(C + t * ldc, mask, acc[t]);
 }
@@ -150,18 +158,7 @@ void tile_q4_k_wide(const uint8_t* G, int64_t nb, const uint8_t* X, size_t xrb, 
       const __m512i sc = q4k_scale(S, j);
       TOKENS_UNROLLED8 for (int t = 0; t < TT; ++t) isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(sj[t], sc));
     }
-    __m512i msum[TT];
-    TOKENS_UNROLLED8 for (int t = 0; t < TT; ++t) msum[t] = _mm512_setzero_si512();
-    for (int j = 0; j < 8; ++j) {
-      const __m512i m = q4k_min(S, j), mp = _mm512_or_si512(m, sll32(m, 16));
-      TOKENS_UNROLLED8 for (int t = 0; t < TT; ++t) msum[t] = dpwssd_bcast(msum[t], mp, a0 + t * xrb + kBsums + 4 * j);
-    }
-    const __m512 D = half16(p), DMIN = half16(p + 32);
-    TOKENS_UNROLLED8 for (int t = 0; t < TT; ++t) {
-      const __m512 DA = _mm512_set1_ps(ldf(a0 + t * xrb));
-      acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(D, DA), _mm512_cvtepi32_ps(isum[t]), acc[t]);
-      acc[t] = _mm512_fnmadd_ps(_mm512_mul_ps(DMIN, DA), _mm512_cvtepi32_ps(msum[t]), acc[t]);
-    }
+    q4k_finish<TT>(p, S, a0, xrb, isum, acc);
   }
   TOKENS_UNROLLED8 for (int t = 0; t < TT; ++t) _mm512_mask_storeu_ps(C + t * ldc, mask, acc[t]);
 }
