@@ -3,9 +3,11 @@
 // or text parts), then SmolLM2's PromptFormat: its chat template (ChatML, from the model file) and
 // encode (special tokens parsed, as the server does).
 // Checked: a refusal is a 400 ApiError with a code, a message and a `param` naming the messages
-// field at fault; accepted messages are normalized ({role: system|user|assistant, content:
-// string}, one per input message); SmolLM2's template renders every normalized conversation, and
-// the rendering holds every message's content; encode succeeds with ids in the vocabulary, and
+// field at fault; accepted messages are normalized ({role: system|user|assistant|tool, content:
+// string}, plus an assistant's tool_calls or a tool message's tool_call_id; one per input
+// message); SmolLM2's template renders every normalized conversation (through the tool-calling
+// renderer when it has tool turns, as the server does), and without tool turns the rendering
+// holds every message's content; encode succeeds with ids in the vocabulary, and
 // decoding them with special tokens shown gives back the rendered text exactly (byte-level BPE,
 // no BOS added by this vocabulary), except for the bytes SmolLM2's vocabulary has no token for
 // (04 06 13 14 16 1D F1 F2 ...: dropped, as tokenizer.h documents).
@@ -55,15 +57,23 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   FUZZ_CHECK(messages.is_array() && messages.size() == in.size(), "normalized %zu messages into %zu", in.size(),
              messages.size());
+  bool tool_turns = false;
   for (const auto& m : messages) {
-    FUZZ_CHECK(m.is_object() && m.size() == 2 && m.at("content").is_string(), "not normalized: %s", m.dump().c_str());
-    const std::string role = m.at("role").get<std::string>();
-    FUZZ_CHECK(role == "system" || role == "user" || role == "assistant", "role '%s'", role.c_str());
+    const std::string role = m.is_object() && m.contains("role") ? m.at("role").get<std::string>() : "";
+    const bool extra = (role == "assistant" && m.contains("tool_calls")) || (role == "tool" && m.contains("tool_call_id"));
+    tool_turns |= extra;
+    FUZZ_CHECK(m.is_object() && m.size() == (extra ? 3u : 2u) && m.at("content").is_string(), "not normalized: %s",
+               m.dump().c_str());
+    FUZZ_CHECK(role == "system" || role == "user" || role == "assistant" || role == "tool", "role '%s'", role.c_str());
   }
-  auto text = g_format->apply_chat_template(messages, /*add_generation_prompt=*/true);
+  // As the server renders them: a conversation with tool turns goes through the tool-calling
+  // renderer (pipeline/tool_calls.h; SmolLM2's template has no tools: the Generic format).
+  auto text = tool_turns ? g_format->apply_chat_template(messages, pipeline::ToolRequest{}, true)
+                         : g_format->apply_chat_template(messages, /*add_generation_prompt=*/true);
   FUZZ_CHECK(text.ok(), "SmolLM2's template failed: %s", text.error().str().c_str());
-  for (const auto& m : messages)
-    FUZZ_CHECK(text->find(m.at("content").get<std::string>()) != std::string::npos, "content missing from the prompt");
+  if (!tool_turns)  // the tool renderer may rewrite tool turns (calls and results as text)
+    for (const auto& m : messages)
+      FUZZ_CHECK(text->find(m.at("content").get<std::string>()) != std::string::npos, "content missing from the prompt");
   auto ids = g_format->encode(*text);
   FUZZ_CHECK(ids.ok(), "encode of the rendered prompt failed: %s", ids.error().str().c_str());
   const auto& tok = g_format->tokenizer();
