@@ -46,7 +46,7 @@ Matcher::Matcher(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const T
     : grammar_(std::move(grammar)), vocab_(std::move(vocab)), engine_(std::make_unique<detail::Engine>(*grammar_)) {}
 
 Result<Matcher> Matcher::create(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenVocab> vocab) {
-  GGFLOW_CHECK(grammar && vocab, "Matcher::create needs a grammar and a vocabulary");
+  if (!grammar || !vocab) return make_error("grammar: a matcher needs a grammar and a token vocabulary", "pass both");
   Matcher m(std::move(grammar), std::move(vocab));
   const int32_t c = m.engine_->start();
   if (c < 0) return make_error("grammar: cannot start: " + m.engine_->reason(c), "simplify the start rule or raise the limit");

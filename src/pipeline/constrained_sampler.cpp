@@ -93,7 +93,6 @@ Result<std::shared_ptr<ConstrainedSampler>> ConstrainedSampler::create(const tex
                                                                        std::shared_ptr<const grammar::Grammar> grammar,
                                                                        std::shared_ptr<const grammar::TokenVocab> vocab,
                                                                        MaskWorker* worker) {
-  if (!grammar || !vocab) return make_error("constrained sampling needs a grammar and the model's token vocabulary");
   auto matcher = grammar::Matcher::create(std::move(grammar), vocab);
   if (!matcher) return matcher.error();
   auto s = std::make_shared<State>(text::Sampler(params, prompt), std::move(*matcher));

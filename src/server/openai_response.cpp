@@ -48,10 +48,10 @@ ChoiceState new_choice(const GenerationRequest& r) {
   return c;
 }
 
-Json finish_reason_json(const ChoiceState& c) {
-  if (c.finish == text::FinishReason::None) return nullptr;
-  if (c.finish == text::FinishReason::Stop && c.tools && !c.tools->result().calls.empty()) return "tool_calls";
-  return finish_reason_name(c.finish);
+Json finish_reason_json(text::FinishReason finish, const pipeline::ToolCallParser* tools) {
+  if (finish == text::FinishReason::None) return nullptr;
+  if (finish == text::FinishReason::Stop && tools && !tools->result().calls.empty()) return "tool_calls";
+  return finish_reason_name(finish);
 }
 
 namespace {
@@ -160,7 +160,7 @@ Json response_json(const ResponseHead& head, const GenerationRequest& r, const s
       size_t offset = r.echo ? r.prompts[i / size_t(r.n)].text.size() : 0;
       ch["logprobs"] = with_lp ? completion_logprobs_json(tok, c.logprobs, offset) : Json(nullptr);
     }
-    ch["finish_reason"] = finish_reason_json(c);
+    ch["finish_reason"] = finish_reason_json(c.finish, c.tools.get());
     if (r.return_token_ids) ch["token_ids"] = c.tokens;
     list.push_back(ch);
   }
@@ -201,13 +201,7 @@ Json chunk_choice(const GenerationRequest& r, const RequestEvent& e, const text:
     ch["text"] = e.text;
     ch["logprobs"] = with_lp ? completion_logprobs_json(tok, e.logprobs, st.text_offset) : Json(nullptr);
   }
-  if (e.done) {
-    ChoiceState done = st;
-    done.finish = e.finish;
-    ch["finish_reason"] = finish_reason_json(done);
-  } else {
-    ch["finish_reason"] = nullptr;
-  }
+  ch["finish_reason"] = e.done ? finish_reason_json(e.finish, st.tools.get()) : Json(nullptr);
   if (r.return_token_ids) ch["token_ids"] = e.tokens;
   return ch;
 }

@@ -38,8 +38,9 @@ struct ChoiceState {
 
 // A choice's state for `r` (a tool-call parser when the request has tools).
 ChoiceState new_choice(const GenerationRequest& r);
-// The finish reason OpenAI gives: "tool_calls" when the answer stopped after calls.
-Json finish_reason_json(const ChoiceState& c);
+// The finish reason OpenAI gives: "tool_calls" when the answer stopped after calls (`tools`: the
+// choice's parser, null without tools).
+Json finish_reason_json(text::FinishReason finish, const pipeline::ToolCallParser* tools);
 
 // Usage of the whole request: each prompt counted once, completions summed, cached tokens of the
 // best choice per prompt.

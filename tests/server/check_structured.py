@@ -25,7 +25,6 @@ import random
 import sys
 import tempfile
 import time
-import traceback
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -277,13 +276,6 @@ def check_errors(client, name):
     c.check(r.choices[0].finish_reason in ("stop", "length"), "the server answers after the errors")
 
 
-def run_check(what, fn, *args):
-    try:
-        fn(*args)
-    except Exception as e:  # noqa: BLE001
-        c.fail(what, f"{type(e).__name__}: {e}\n{traceback.format_exc()}")
-
-
 def main():
     ggflow, model, name = setup(__doc__)
     t_start = time.monotonic()
@@ -292,11 +284,11 @@ def main():
     flags[flags.index("--kv-cache") + 1] = "128MiB"
     with Server(ggflow, model, flags, name="server") as srv:
         client = OpenAI(base_url=srv.url + "/v1", api_key="unused", max_retries=0, timeout=600)
-        run_check("schemas", check_schemas, client, name)
-        run_check("json_object", check_json_object, client, name)
-        run_check("llama-server fields", check_llama_fields, client, name)
-        run_check("greedy", check_greedy, client, name, ggflow, model)
-        run_check("errors", check_errors, client, name)
+        c.run("schemas", check_schemas, client, name)
+        c.run("json_object", check_json_object, client, name)
+        c.run("llama-server fields", check_llama_fields, client, name)
+        c.run("greedy", check_greedy, client, name, ggflow, model)
+        c.run("errors", check_errors, client, name)
     print(f"check_structured: {time.monotonic() - t_start:.0f} s")
     return c.finish()
 

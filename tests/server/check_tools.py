@@ -21,7 +21,6 @@ import json
 import os
 import sys
 import time
-import traceback
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -184,13 +183,6 @@ def check_errors(client, name):
     c.check(r.choices[0].finish_reason in ("stop", "length"), "the server answers after the errors")
 
 
-def run_check(what, fn, *args):
-    try:
-        fn(*args)
-    except Exception as e:  # noqa: BLE001
-        c.fail(what, f"{type(e).__name__}: {e}\n{traceback.format_exc()}")
-
-
 def main():
     ggflow, model, name = setup(__doc__)
     t_start = time.monotonic()
@@ -206,10 +198,10 @@ def main():
         tag = served.split("-instruct")[0]
         with Server(ggflow, path, TEST_FLAGS, name=f"server {tag}") as srv:
             client = OpenAI(base_url=srv.url + "/v1", api_key="unused", max_retries=0, timeout=600)
-            run_check(f"{tag} tool_choice", check_choices, client, served, tag)
-            run_check(f"{tag} conversation", check_conversation, client, served, tag)
+            c.run(f"{tag} tool_choice", check_choices, client, served, tag)
+            c.run(f"{tag} conversation", check_conversation, client, served, tag)
             if path == model:
-                run_check("errors", check_errors, client, served)
+                c.run("errors", check_errors, client, served)
     print(f"check_tools: {time.monotonic() - t_start:.0f} s")
     return c.finish()
 

@@ -134,6 +134,14 @@ class Checker:
     def fail(self, what, detail=""):
         return self.check(False, what, detail)
 
+    def run(self, what, fn, *args):
+        """Runs one group of checks; an exception in it is one failure with its traceback."""
+        import traceback
+        try:
+            fn(*args)
+        except Exception as e:  # noqa: BLE001
+            self.fail(what, f"{type(e).__name__}: {e}\n{traceback.format_exc()}")
+
     def finish(self, summary=None):
         if summary:
             print(summary)
