@@ -561,6 +561,12 @@ Executor::~Executor() {
                  static_cast<long long>(impl_->profile_ops[op].second));
 }
 
+std::shared_ptr<ThreadPool> make_thread_pool(int threads) {
+  if (threads <= 0) threads = static_cast<int>(std::thread::hardware_concurrency());
+  // A waiting thread prefetches its part of the next matmul job (side_prefetch.h).
+  return std::make_shared<ThreadPool>(std::max(1, threads), &idle_prefetch);
+}
+
 Result<std::unique_ptr<Executor>> Executor::create(const ir::Model& model, const ExecutorOptions& options) {
   auto isa = isa_from_env();
   if (!isa) return isa.error();
@@ -569,9 +575,7 @@ Result<std::unique_ptr<Executor>> Executor::create(const ir::Model& model, const
   const char* prof = std::getenv("GGFLOW_PROFILE");
   impl->profile = prof && (std::string(prof) == "1" || std::string(prof) == "2");
   impl->profile_detail = prof && std::string(prof) == "2";
-  int threads = options.threads > 0 ? options.threads : static_cast<int>(std::thread::hardware_concurrency());
-  // A waiting thread prefetches its part of the next matmul job (side_prefetch.h).
-  impl->pool = std::make_unique<ThreadPool>(std::max(1, threads), &idle_prefetch);
+  impl->pool = options.pool ? options.pool : make_thread_pool(options.threads);
   if (auto s = impl->compile(model); !s) return s.error();
   return std::unique_ptr<Executor>(new Executor(std::move(impl)));
 }

@@ -32,9 +32,18 @@
 
 namespace ggflow::cpu {
 
+class ThreadPool;
+
 struct ExecutorOptions {
   int threads = 0;  // 0: the machine's cores
+  // A pool shared with other executors that run one after the other on the same thread (a draft
+  // model and its target): one set of threads, so the idle one never spins beside the busy one.
+  // Null: the executor makes its own of `threads` threads.
+  std::shared_ptr<ThreadPool> pool;
 };
+
+// A thread pool for ExecutorOptions::pool (threads <= 0: the machine's cores).
+std::shared_ptr<ThreadPool> make_thread_pool(int threads);
 
 class Executor {
  public:

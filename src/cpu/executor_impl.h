@@ -92,7 +92,7 @@ struct MatmulGroup {
 struct Executor::Impl {
   const ir::Model* model = nullptr;
   Isa isa = Isa::scalar;
-  std::unique_ptr<ThreadPool> pool;
+  std::shared_ptr<ThreadPool> pool;  // maybe shared (ExecutorOptions::pool)
   std::vector<Step> steps;
   std::vector<Val> vals;
   std::vector<uint32_t> consumers;    // per value: how many step inputs read it

@@ -72,7 +72,7 @@ Result<RequestId> ContinuousBatchingPipeline::add_request_tokens(std::vector<int
     constrained = *cs;
     rp.sample = [cs = constrained](std::span<const float> logits) { return cs->sample(logits); };
   } else {
-    rp.sample = serving::make_sampler_fn(p, prompt_ids);
+    serving::set_sampler(rp, p, prompt_ids);
   }
   rp.on_token = [this](RequestId id, int32_t token) { return on_token(id, token); };
   rp.logprobs = p.logprobs;

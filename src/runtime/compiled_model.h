@@ -37,6 +37,10 @@
 #include "ir/model.h"
 #include "ir/tensor.h"
 
+namespace ggflow::cpu {
+class ThreadPool;
+}
+
 namespace ggflow::runtime {
 
 enum class Executor { cpu, ref };
@@ -46,6 +50,9 @@ const char* to_string(Executor e);
 struct CompileOptions {
   Executor executor = Executor::cpu;
   int threads = 0;  // cpu: 0 = the machine's cores
+  // cpu: a thread pool shared with models that run one after the other on one thread (a draft
+  // model and its target; cpu::make_thread_pool). Null: the model's own pool of `threads`.
+  std::shared_ptr<cpu::ThreadPool> pool;
 };
 
 struct Signature {

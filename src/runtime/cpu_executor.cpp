@@ -11,7 +11,7 @@ class CpuModel final : public SlotModel {
  public:
   Status init(ir::Model m, const CompileOptions& options) {
     if (auto s = adopt(std::move(m)); !s) return s;
-    auto ex = cpu::Executor::create(model(), cpu::ExecutorOptions{.threads = options.threads});
+    auto ex = cpu::Executor::create(model(), cpu::ExecutorOptions{.threads = options.threads, .pool = options.pool});
     if (!ex) return ex.error();
     ex_ = std::move(*ex);
     set_variables(ex_->variable_ids().size());

@@ -116,6 +116,22 @@ void BlockManager::commit(RequestId seq, std::span<const int32_t> tokens, int64_
   }
 }
 
+void BlockManager::truncate(RequestId seq, int64_t num_tokens) {
+  auto it = seqs_.find(seq);
+  if (it == seqs_.end()) return;
+  SeqBlocks& s = it->second;
+  const auto keep = size_t(blocks_for_tokens(num_tokens));
+  GGFLOW_CHECK(s.hashes.size() <= keep, "truncating below the computed, cached blocks");
+  while (s.table.size() > keep) {
+    const int32_t b = s.table.back();
+    // Invariant: a block past the computed tokens has one owner and no cache entry.
+    GGFLOW_CHECK(ref_[size_t(b)] == 1 && !cache_.is_cached(b), "a truncated block is shared or cached");
+    ref_[size_t(b)] = 0;
+    free_.push_back(b);
+    s.table.pop_back();
+  }
+}
+
 void BlockManager::free(RequestId seq) {
   auto it = seqs_.find(seq);
   if (it == seqs_.end()) return;

@@ -66,6 +66,10 @@ class BlockManager {
   // Records that the first `num_computed` of `tokens` are now in cache: blocks that just became
   // full enter the prefix cache (if caching is on and their hash is not cached yet).
   void commit(RequestId seq, std::span<const int32_t> tokens, int64_t num_computed);
+  // Speculative decoding's rollback: seq's table shrinks to cover `num_tokens` tokens; the blocks
+  // past them (written only by rejected draft tokens: never full-and-computed, so never cached or
+  // shared) go back to the free stack, last first.
+  void truncate(RequestId seq, int64_t num_tokens);
   // Releases seq's blocks (finish, cancel, preemption). No-op for a sequence without blocks.
   void free(RequestId seq);
   // The blocks taken from the free stack or the evictable LRU since the last call (their next owner

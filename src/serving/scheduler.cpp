@@ -25,7 +25,7 @@ void Scheduler::remove(Sequence* seq) {
 }
 
 void Scheduler::preempt(Sequence* v, Plan& plan) {
-  for (auto* list : {&plan.decode, &plan.prefill}) {
+  for (auto* list : {&plan.decode, &plan.verify, &plan.prefill}) {
     auto it = std::find_if(list->begin(), list->end(), [&](const ScheduledChunk& c) { return c.seq == v; });
     if (it != list->end()) {  // it was scheduled earlier in this step: unschedule it
       plan.budget += it->num_tokens;
@@ -36,6 +36,7 @@ void Scheduler::preempt(Sequence* v, Plan& plan) {
   v->usage.recomputed_tokens += v->num_computed;
   v->usage.preemptions += 1;
   v->num_computed = 0;
+  v->draft.clear();
   std::erase(running_, v);
   add(v);  // back to the queue, ahead of every later arrival
   plan.preempted.push_back(v->id);
@@ -43,7 +44,7 @@ void Scheduler::preempt(Sequence* v, Plan& plan) {
 
 bool Scheduler::schedule_running(Sequence* s, std::vector<ScheduledChunk>& into, Plan& plan) {
   constexpr int64_t bs = BlockManager::kBlockSize;
-  int64_t n = std::min<int64_t>(s->pending(), plan.budget);
+  int64_t n = std::min<int64_t>(s->pending() + int64_t(s->draft.size()), plan.budget);
   if (n <= 0) return true;
   for (;;) {
     if (blocks_.allocate(s->id, s->num_computed + n)) break;
@@ -57,7 +58,9 @@ bool Scheduler::schedule_running(Sequence* s, std::vector<ScheduledChunk>& into,
     preempt(victim, plan);
     if (victim == s) return false;
   }
-  into.push_back({s, n, s->num_computed + n == s->len()});
+  // The drafts that budget and blocks left (a chunk cut to its pending token is sampled as usual).
+  if (!s->draft.empty()) s->draft.resize(size_t(std::max<int64_t>(0, n - s->pending())));
+  into.push_back({s, n, s->num_computed + n >= s->len(), int32_t(s->draft.size())});
   plan.budget -= n;
   return true;
 }
@@ -83,9 +86,17 @@ void Scheduler::admit(Plan& plan) {
 SchedulerOutput Scheduler::schedule() {
   Plan plan;
   plan.budget = cfg_.max_num_batched_tokens;
-  // 1. Decode rows, oldest first. Index loop: preemption only removes entries at or after i.
-  for (size_t i = 0; i < running_.size(); ++i)
-    if (running_[i]->pending() == 1 && !schedule_running(running_[i], plan.decode, plan)) break;
+  // 1. Decode rows and verification chunks, oldest first; drafts take only the budget that every
+  //    decode row leaves. Index loop: preemption only removes entries at or after i.
+  int64_t spare = plan.budget;
+  for (const Sequence* s : running_) spare -= s->pending() == 1 ? 1 : 0;
+  for (size_t i = 0; i < running_.size(); ++i) {
+    Sequence* s = running_[i];
+    if (s->pending() != 1) continue;
+    s->draft.resize(size_t(std::clamp<int64_t>(spare, 0, int64_t(s->draft.size()))));
+    spare -= int64_t(s->draft.size());
+    if (!schedule_running(s, s->draft.empty() ? plan.decode : plan.verify, plan)) break;
+  }
   // 2. Prefill chunks of running sequences, oldest first.
   for (size_t i = 0; i < running_.size() && plan.budget > 0; ++i)
     if (running_[i]->pending() > 1 && !schedule_running(running_[i], plan.prefill, plan)) break;
@@ -96,6 +107,7 @@ SchedulerOutput Scheduler::schedule() {
   SchedulerOutput out;
   out.chunks = std::move(plan.decode);
   const auto num_decode = int32_t(out.chunks.size());
+  out.chunks.insert(out.chunks.end(), plan.verify.begin(), plan.verify.end());
   out.chunks.insert(out.chunks.end(), plan.prefill.begin(), plan.prefill.end());
   out.batch = build_batch(out.chunks, num_decode);
   out.batch.fresh_blocks = blocks_.drain_fresh_blocks();
@@ -112,8 +124,13 @@ ScheduledBatch Scheduler::build_batch(const std::vector<ScheduledChunk>& chunks,
     const Sequence& s = *c.seq;
     const int64_t past = s.num_computed, end = past + c.num_tokens;
     for (int64_t p = past; p < end; ++p) {
-      b.input_ids.push_back(s.tokens[size_t(p)]);  // [T]
+      // [T]: the sequence's tokens, then a verification chunk's drafts
+      b.input_ids.push_back(p < s.len() ? s.tokens[size_t(p)] : s.draft[size_t(p - s.len())]);
       b.position_ids.push_back(int32_t(p));        // [T]
+      if (c.num_draft > 0) {  // every row of a verification chunk is sampled
+        b.sampled_tokens_indices.push_back(int32_t(b.input_ids.size()) - 1);
+        b.sampled_seq.push_back(int32_t(b.seq_ids.size()));
+      }
     }
     const std::vector<int32_t>& table = blocks_.table(s.id);
     // Invariant: a scheduled sequence's table covers exactly its cached + new tokens.
@@ -124,7 +141,7 @@ ScheduledBatch Scheduler::build_batch(const std::vector<ScheduledChunk>& chunks,
     b.block_indices_begins.push_back(int32_t(b.block_indices.size()));
     b.max_context_len = std::max(b.max_context_len, int32_t(end));
     b.seq_ids.push_back(s.id);
-    if (c.sample) {
+    if (c.sample && c.num_draft == 0) {
       b.sampled_tokens_indices.push_back(int32_t(b.input_ids.size()) - 1);
       b.sampled_seq.push_back(int32_t(b.seq_ids.size()) - 1);
     }
@@ -134,9 +151,16 @@ ScheduledBatch Scheduler::build_batch(const std::vector<ScheduledChunk>& chunks,
 
 void Scheduler::commit(const SchedulerOutput& out) {
   for (const ScheduledChunk& c : out.chunks) {
+    if (c.num_draft > 0) continue;  // commit_verified, once the engine knows what was accepted
     c.seq->num_computed += c.num_tokens;
     blocks_.commit(c.seq->id, c.seq->tokens, c.seq->num_computed);
   }
+}
+
+void Scheduler::commit_verified(Sequence* seq, int64_t num_tokens) {
+  seq->num_computed += num_tokens;
+  blocks_.commit(seq->id, seq->tokens, seq->num_computed);
+  blocks_.truncate(seq->id, seq->num_computed);
 }
 
 }  // namespace ggflow::serving

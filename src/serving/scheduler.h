@@ -2,7 +2,10 @@
 //
 // Model. Requests wait in a queue in arrival order (request id order) and, once admitted, run in
 // arrival order too. Each step spends a budget of max_num_batched_tokens tokens:
-//   1. decode rows first: every running sequence with exactly one pending token gets one row;
+//   1. decode rows first: every running sequence with exactly one pending token gets one row, and
+//      with draft tokens (speculative decoding) a verification chunk: the pending token and its
+//      drafts, every row sampled. Drafts are cut so that every decode row still fits the budget;
+//      the engine commits a verification chunk after it knows how many drafts were accepted;
 //   2. then prefill chunks of running sequences that are still prefilling, oldest first, each as
 //      much of its remaining tokens as the budget allows (chunked prefill);
 //   3. then admission, front of the queue first and never skipping one (FCFS): a request is admitted
@@ -15,7 +18,8 @@
 // queue ahead of every request that arrived after it. When it is admitted again its prompt and
 // every token it had generated are prefilled again, and sampling resumes where it stopped, so with
 // a batch-invariant model its output is the same as without preemption.
-// The batch lists decode rows first, then chunks, each in the order above.
+// The batch lists decode rows first, then verification chunks, then prefill chunks, each in the
+// order above.
 #pragma once
 
 #include <cstdint>
@@ -43,6 +47,8 @@ struct ScheduledChunk {
   Sequence* seq = nullptr;
   int64_t num_tokens = 0;
   bool sample = false;  // the chunk ends at the last token: its last row is sampled
+  int32_t num_draft = 0;  // > 0: a verification chunk (its last num_draft tokens are seq->draft;
+                          // all its rows are sampled)
 };
 
 struct SchedulerOutput {
@@ -59,7 +65,12 @@ class Scheduler {
   void remove(Sequence* seq);  // finished or cancelled: leaves the queues, frees its blocks at once
   SchedulerOutput schedule();
   // After the model ran the batch: the chunks' tokens are computed (and full blocks cached).
+  // Verification chunks are left to commit_verified().
   void commit(const SchedulerOutput& out);
+  // A verification chunk's first `num_tokens` tokens are computed (the pending token and the
+  // accepted drafts, already appended to seq->tokens); the K/V of the rejected ones is dropped
+  // (their blocks go back to the pool).
+  void commit_verified(Sequence* seq, int64_t num_tokens);
 
   const SchedulerConfig& config() const { return cfg_; }
   const BlockManager& blocks() const { return blocks_; }
@@ -68,7 +79,7 @@ class Scheduler {
 
  private:
   struct Plan {
-    std::vector<ScheduledChunk> decode, prefill;
+    std::vector<ScheduledChunk> decode, verify, prefill;
     int64_t budget = 0;
     std::vector<RequestId> preempted;
   };

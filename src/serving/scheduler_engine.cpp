@@ -82,6 +82,8 @@ Result<RequestId> ContinuousBatchingEngine::add_request(std::vector<int32_t> pro
 
 void ContinuousBatchingEngine::finish(Sequence* s, FinishReason why, std::string error) {
   sched_.remove(s);  // frees its blocks now
+  s->draft.clear();
+  if (proposer_) proposer_->forget(s->id);
   s->end = why;
   s->error = std::move(error);
   s->t_end = Sequence::Clock::now();
@@ -119,8 +121,117 @@ bool ContinuousBatchingEngine::accept_token(Sequence* s, int32_t token) {
   return false;
 }
 
+void ContinuousBatchingEngine::propose() {
+  const SpecConfig& sc = cfg_.spec;
+  int64_t decoding = 0;
+  for (const Sequence* s : sched_.running()) decoding += s->pending() == 1 ? 1 : 0;
+  int64_t budget = int64_t(sc.max_step_tokens) - decoding;  // draft tokens this step, all sequences
+  draft_requests_.clear();
+  for (Sequence* s : sched_.running()) {
+    s->draft.clear();
+    if (s->pending() != 1 || budget <= 0) continue;
+    if (s->params.sample && !s->params.verify) continue;  // a request that cannot verify drafts
+    int64_t k = sc.num_spec_tokens;
+    if (sc.adaptive) {
+      k = best_spec_length(s->spec_accept_rate(), sc.num_spec_tokens, sc.verify_cost, proposer_->cost_per_token());
+      if (k == 0 && ++s->spec_idle_steps >= 16) k = 1;  // a probe now and then: the text may change
+    }
+    k = std::min({k, s->max_len - s->len() - 1, budget});  // the accepted drafts + 1 fit max_len
+    if (k <= 0) continue;
+    s->spec_idle_steps = 0;
+    budget -= k;
+    draft_requests_.push_back({s->id, s->tokens, int32_t(k), &s->draft});
+  }
+  if (draft_requests_.empty()) return;
+  if (!proposer_->propose(draft_requests_)) {  // decoding goes on without drafts
+    for (DraftRequest& r : draft_requests_) r.draft->clear();
+    return;
+  }
+  for (DraftRequest& r : draft_requests_) {
+    std::vector<int32_t>& d = *r.draft;
+    if (int64_t(d.size()) > r.max_tokens) d.resize(size_t(r.max_tokens));
+    auto bad = std::find_if(d.begin(), d.end(), [&](int32_t t) { return t < 0 || (cfg_.vocab_size > 0 && t >= cfg_.vocab_size); });
+    d.erase(bad, d.end());  // a proposer's ids outside the vocabulary end its draft
+  }
+}
+
+bool ContinuousBatchingEngine::sample_row(Sequence* s, std::span<const float> row, StepStats& st) {
+  if (const char* bad = runtime::non_finite(row)) {  // a token sampled from it would be noise
+    finish(s, FinishReason::Error,
+           "the model produced " + std::string(bad) + " logits at step " + str(steps_) + " (position " +
+               str(s->len() - 1) + "); the weights or the input are broken");
+    ++st.num_finished;
+    return false;
+  }
+  const int32_t tok = s->params.sample ? s->params.sample(row) : greedy(row);
+  if (s->params.logprobs >= 0) s->logprobs.push_back(text::step_logprobs(row, tok, s->params.logprobs));
+  if (s->params.on_logits) s->params.on_logits(s->id, row);
+  ++st.num_generated;
+  if (accept_token(s, tok)) {
+    ++st.num_finished;
+    return false;
+  }
+  return true;
+}
+
+void ContinuousBatchingEngine::verify_chunk(const ScheduledChunk& c, const LogitsRows& logits, int64_t first_row,
+                                            StepStats& st) {
+  Sequence* s = c.seq;
+  const std::vector<int32_t> draft = std::move(s->draft);  // [k]
+  s->draft.clear();
+  const auto k = int32_t(draft.size());
+  GGFLOW_CHECK(k == c.num_draft, "a verification chunk's drafts changed after scheduling");
+  // 1. The tokens plain decoding would emit: row i decides the token after draft i - 1; the first
+  //    rejected draft is replaced, and when all stand the last row gives one more.
+  std::vector<int32_t> emitted;
+  int32_t accepted = 0;
+  bool broken = false;  // a row with NaN/Inf: plain decoding would have failed there
+  for (int32_t i = 0; i <= k; ++i) {
+    auto row = logits.row(first_row + i);  // f32 [vocab]
+    if (runtime::non_finite(row)) {
+      broken = true;
+      break;
+    }
+    int32_t tok;
+    if (i < k) tok = s->params.verify ? s->params.verify(row, draft[size_t(i)]) : greedy(row);
+    else tok = s->params.sample ? s->params.sample(row) : greedy(row);
+    emitted.push_back(tok);
+    if (i == k || tok != draft[size_t(i)]) break;
+    ++accepted;
+  }
+  // 2. Commit the K/V of the pending token and the accepted drafts; drop the rest.
+  s->tokens.insert(s->tokens.end(), draft.begin(), draft.begin() + accepted);
+  sched_.commit_verified(s, 1 + accepted);
+  s->tokens.resize(s->tokens.size() - size_t(accepted));
+  s->usage.spec.steps += 1;
+  s->usage.spec.draft_tokens += k;
+  s->usage.spec.accepted_tokens += accepted;
+  s->spec_hits = 0.9 * s->spec_hits + accepted;
+  s->spec_trials = 0.9 * s->spec_trials + accepted + (accepted < k ? 1 : 0);
+  st.num_draft_tokens += k;
+  st.num_accepted_tokens += accepted;
+  // 3. Emit them in order, as plain decoding would, until the request ends.
+  for (size_t i = 0; i < emitted.size(); ++i) {
+    auto row = logits.row(first_row + int64_t(i));
+    if (s->params.logprobs >= 0) s->logprobs.push_back(text::step_logprobs(row, emitted[i], s->params.logprobs));
+    if (s->params.on_logits) s->params.on_logits(s->id, row);
+    ++st.num_generated;
+    if (accept_token(s, emitted[i])) {
+      ++st.num_finished;
+      return;
+    }
+  }
+  if (broken) {
+    finish(s, FinishReason::Error,
+           "the model produced NaN or Inf logits at step " + str(steps_) + " (position " + str(s->len() - 1) +
+               "); the weights or the input are broken");
+    ++st.num_finished;
+  }
+}
+
 Result<StepStats> ContinuousBatchingEngine::step() {
   StepStats st;
+  if (proposer_ && cfg_.spec.num_spec_tokens > 0) propose();
   SchedulerOutput out = sched_.schedule();
   st.num_preempted = int32_t(out.preempted.size());
   if (out.batch.empty()) return st;
@@ -143,20 +254,15 @@ Result<StepStats> ContinuousBatchingEngine::step() {
 
   sched_.commit(out);
   in_step_ = true;
-  for (int32_t r = 0; r < st.num_sampled; ++r) {
-    Sequence* s = out.chunks[size_t(b.sampled_seq[size_t(r)])].seq;
-    if (s->state == Sequence::State::Finished) continue;  // cannot happen today; cheap guard
-    auto row = logits->row(r);  // f32 [vocab]
-    if (const char* bad = runtime::non_finite(row)) {  // a token sampled from it would be noise
-      finish(s, FinishReason::Error,
-             "the model produced " + std::string(bad) + " logits at step " + str(steps_) + " (position " +
-                 str(s->len() - 1) + "); the weights or the input are broken");
-      ++st.num_finished;
-      continue;
+  int64_t row = 0;  // sampled rows come in chunk order
+  for (const ScheduledChunk& c : out.chunks) {
+    if (c.num_draft > 0) {
+      verify_chunk(c, *logits, row, st);
+      row += 1 + c.num_draft;
+    } else if (c.sample) {
+      auto r = logits->row(row++);  // f32 [vocab]
+      if (c.seq->state != Sequence::State::Finished) sample_row(c.seq, r, st);
     }
-    const int32_t tok = s->params.sample ? s->params.sample(row) : greedy(row);
-    if (s->params.logprobs >= 0) s->logprobs.push_back(text::step_logprobs(row, tok, s->params.logprobs));
-    if (accept_token(s, tok)) ++st.num_finished;
   }
   in_step_ = false;
   for (RequestId id : deferred_cancels_) (void)cancel(id);

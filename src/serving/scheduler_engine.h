@@ -19,6 +19,7 @@
 #include "runtime/paged_batch.h"
 #include "serving/scheduler.h"
 #include "serving/sequence.h"
+#include "serving/speculative.h"
 #include "base/result.h"
 
 namespace ggflow::serving {
@@ -33,6 +34,7 @@ struct EngineConfig {
   int64_t max_model_len = 0;       // context limit; 0: the pool's capacity. Never above it.
   bool enable_prefix_caching = true;
   int64_t vocab_size = 0;          // > 0: token ids are checked against it
+  SpecConfig spec;                 // speculative decoding (with set_proposer)
 };
 
 struct StepStats {
@@ -42,6 +44,9 @@ struct StepStats {
   int32_t num_sampled = 0;     // R
   int32_t num_preempted = 0;
   int32_t num_finished = 0;
+  int32_t num_draft_tokens = 0;     // speculative decoding: drafts verified this step
+  int32_t num_accepted_tokens = 0;  // of those, accepted
+  int32_t num_generated = 0;        // tokens appended to requests this step
   bool idle() const { return num_seqs == 0; }
 };
 
@@ -58,6 +63,10 @@ class ContinuousBatchingEngine {
   // One scheduler step. An Error means the runner failed: the batch's requests end with
   // FinishReason::Error, the others go on.
   Result<StepStats> step();
+  // Speculative decoding with `proposer` (which must outlive the engine; nullptr: off), up to
+  // config.spec.num_spec_tokens drafts per sequence and step.
+  void set_proposer(Proposer* proposer) { proposer_ = proposer; }
+  const Proposer* proposer() const { return proposer_; }
   // Steps until no request is waiting or running (or `max_steps` steps, if >= 0).
   Status run_until_done(int64_t max_steps = -1);
 
@@ -80,6 +89,12 @@ class ContinuousBatchingEngine {
   void finish(Sequence* s, FinishReason why, std::string error = {});
   // Appends a sampled token, streams it, finishes the request if it must stop. True if finished.
   bool accept_token(Sequence* s, int32_t token);
+  // Asks the proposer for the drafts of this step's decoding sequences (speculative.h).
+  void propose();
+  // A sampled row's token (or an error end for a row with NaN/Inf). False: the request ended.
+  bool sample_row(Sequence* s, std::span<const float> row, StepStats& st);
+  // Verifies a verification chunk's drafts against its rows, commits the accepted ones, emits.
+  void verify_chunk(const ScheduledChunk& c, const LogitsRows& logits, int64_t first_row, StepStats& st);
 
   EngineConfig cfg_;
   int64_t max_model_len_;
@@ -90,6 +105,8 @@ class ContinuousBatchingEngine {
   int64_t steps_ = 0;
   bool in_step_ = false;
   std::vector<RequestId> deferred_cancels_;
+  Proposer* proposer_ = nullptr;
+  std::vector<DraftRequest> draft_requests_;  // reused by propose()
 };
 
 }  // namespace ggflow::serving

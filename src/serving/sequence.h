@@ -31,6 +31,13 @@ using text::SamplingParams;
 
 // Turns one logits row (f32 [vocab]) into a token id. Empty: greedy (argmax, lowest id on ties).
 using TokenSampleFn = std::function<int32_t(std::span<const float> logits)>;
+// Speculative decoding: the token to emit at a position whose draft token is `draft`, distributed
+// exactly as TokenSampleFn's answer would be (text::Sampler::verify). The draft was accepted iff
+// the answer equals it.
+using DraftVerifyFn = std::function<int32_t(std::span<const float> logits, int32_t draft)>;
+// Sees the logits row (f32 [vocab]) each generated token was chosen from, in order (tests compare
+// them with memcmp; --dump-logits).
+using LogitsCallback = std::function<void(RequestId id, std::span<const float> logits)>;
 // Called for every generated token, in order, during step(). Return false to stop the request
 // there (FinishReason::Stop; e.g. the pipeline found a stop string). Must not call into the engine.
 using TokenCallback = std::function<bool(RequestId id, int32_t token)>;
@@ -38,14 +45,25 @@ using TokenCallback = std::function<bool(RequestId id, int32_t token)>;
 struct RequestParams {
   int64_t max_tokens = 16;               // >= 1: generated tokens at most (also capped by max_model_len)
   std::vector<int32_t> stop_token_ids;   // generation ends after emitting one of these (it is kept in the output)
-  TokenSampleFn sample;                  // empty: greedy; see make_sampler_fn() for text::Sampler
+  TokenSampleFn sample;                  // empty: greedy; see set_sampler() for text::Sampler
+  // How a draft token is checked: empty with `sample` empty: greedy (kept iff it is the argmax);
+  // empty with `sample` set: the request is never speculated (e.g. a grammar-constrained one).
+  DraftVerifyFn verify;
   TokenCallback on_token;                // optional streaming callback
+  LogitsCallback on_logits;              // optional
   int32_t logprobs = -1;                 // >= 0: record each generated token's StepLogprobs (that many top tokens)
 };
 
-// Wraps text::Sampler (its penalties and per-request RNG) as a TokenSampleFn. The sampler is
-// stateful: one function per request. `params` must have passed validate().
-TokenSampleFn make_sampler_fn(const SamplingParams& params, std::span<const int32_t> prompt);
+// Sets `sample` and `verify` of `rp` to one text::Sampler (its penalties and per-request RNG).
+// The sampler is stateful: one per request. `params` must have passed validate().
+void set_sampler(RequestParams& rp, const SamplingParams& params, std::span<const int32_t> prompt);
+
+// What speculative decoding did for a request.
+struct SpecUsage {
+  int64_t steps = 0;            // verification steps (one target pass over 1 + k tokens each)
+  int64_t draft_tokens = 0;     // tokens proposed and verified
+  int64_t accepted_tokens = 0;  // of those, accepted
+};
 
 struct RequestUsage {
   int64_t prompt_tokens = 0;
@@ -53,6 +71,7 @@ struct RequestUsage {
   int64_t completion_tokens = 0;
   int32_t preemptions = 0;        // times the request was preempted and recomputed
   int64_t recomputed_tokens = 0;  // tokens computed again because of preemption
+  SpecUsage spec;
 };
 
 struct RequestTiming {
@@ -83,6 +102,13 @@ struct Sequence {
   int64_t prompt_len = 0;
   int64_t max_len = 0;          // tokens.size() at which generation ends with Length
   int64_t num_computed = 0;     // leading tokens whose K/V are in cache
+  // Speculative decoding: tokens proposed to follow `tokens` this step (verified with the pending
+  // token in one pass; never in `tokens`, never committed unless accepted), and the request's
+  // running estimate of the chance that a draft token is accepted (adaptive speculation length).
+  std::vector<int32_t> draft;
+  double spec_hits = 2, spec_trials = 3;  // decayed counts of accepted drafts and of drafts tried
+  int32_t spec_idle_steps = 0;  // steps since the last speculation (a probe is due after a while)
+  double spec_accept_rate() const { return spec_hits / spec_trials; }
   bool admitted_once = false;   // cached_tokens is recorded at the first admission only
   size_t num_polled = 0;        // generated tokens already returned by take_new_tokens()
   State state = State::Waiting;

@@ -134,7 +134,7 @@ TEST(Scheduler, PreemptionKeepsRandomSamplingIdentical) {
     sp.temperature = 1.0;
     sp.seed = seed;
     RequestParams p = max_tokens(40);
-    p.sample = make_sampler_fn(sp, {});
+    set_sampler(p, sp, {});
     return p;
   };
   Harness h(config(6, 4, 256));

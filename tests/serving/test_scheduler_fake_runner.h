@@ -6,9 +6,10 @@
 // while another subsequence of the batch holds it, sampled rows = last rows of complete sequences),
 // writes the new tokens into their slots, then reads every subsequence's whole context back
 // through its block table and checks it is exactly that sequence's history (prompt + generated,
-// from the engine). The logits of a sampled row are a hash of the context *as read from the
-// simulated cache*, so they depend only on the sequence's history: the runner is batch-invariant,
-// and a wrong block table or a bad prefix-cache hit changes the output as well as failing the check.
+// from the engine, then the drafts of a verification chunk). The logits of a sampled row are a hash
+// of the context up to that row *as read from the simulated cache*, so they depend only on the
+// sequence's history: the runner is batch-invariant, and a wrong block table or a bad prefix-cache
+// hit changes the output as well as failing the check.
 #pragma once
 
 #include <algorithm>
@@ -26,12 +27,24 @@
 
 namespace ggflow::serving::testing {
 
+// The fake model: the logits row after `ctx` (f32 [vocab], values in [0, 1)).
+inline void fake_logits(std::span<const int32_t> ctx, int64_t vocab, std::vector<float>& out) {
+  const uint64_t h = XXH3_64bits(ctx.data(), ctx.size() * sizeof(int32_t));
+  for (int64_t v = 0; v < vocab; ++v) {
+    uint64_t x = h ^ (uint64_t(v) * 0x9e3779b97f4a7c15ull);
+    x = (x ^ (x >> 31)) * 0xbf58476d1ce4e5b9ull;
+    x ^= x >> 29;
+    out.push_back(float(x >> 40) / float(1 << 24));
+  }
+}
+
 class FakePagedRunner : public BatchRunner {
  public:
   using Truth = std::function<std::vector<int32_t>(RequestId)>;  // a sequence's tokens now
+  using Drafts = std::function<std::vector<int32_t>(RequestId)>;  // its drafts this step
 
   FakePagedRunner(int32_t num_blocks, int64_t vocab) : vocab_(vocab), kv_(size_t(num_blocks) * 32, -1) {}
-  void set_truth(Truth t) { truth_ = std::move(t); }
+  void set_truth(Truth t, Drafts d = {}) { truth_ = std::move(t), drafts_ = std::move(d); }
 
   Result<LogitsRows> forward(const ScheduledBatch& b) override {
     ++steps;
@@ -44,15 +57,9 @@ class FakePagedRunner : public BatchRunner {
     rows_.clear();
     for (size_t r = 0; r < b.sampled_tokens_indices.size(); ++r) {
       const int32_t s = b.sampled_seq[r];
-      const int64_t n = b.past_lens[size_t(s)] + (b.subsequence_begins[size_t(s) + 1] - b.subsequence_begins[size_t(s)]);
+      const int64_t n = b.position_ids[size_t(b.sampled_tokens_indices[r])] + 1;  // the context up to the row
       std::vector<int32_t> ctx = read_context(b, s, n);  // i32 [n], as stored in the cache
-      const uint64_t h = XXH3_64bits(ctx.data(), ctx.size() * sizeof(int32_t));
-      for (int64_t v = 0; v < vocab_; ++v) {
-        uint64_t x = h ^ (uint64_t(v) * 0x9e3779b97f4a7c15ull);
-        x = (x ^ (x >> 31)) * 0xbf58476d1ce4e5b9ull;
-        x ^= x >> 29;
-        rows_.push_back(float(x >> 40) / float(1 << 24));
-      }
+      fake_logits(ctx, vocab_, rows_);
     }
     if (edit_logits) edit_logits(b, std::span<float>(rows_), vocab_);
     return LogitsRows{vocab_, rows_};
@@ -105,7 +112,7 @@ class FakePagedRunner : public BatchRunner {
         if (blk < 0 || size_t(blk) * 32 >= kv_.size()) return fail("block id out of range");
         if (!tables[s].insert(blk).second) return fail("a table holds a block twice");
       }
-      const std::vector<int32_t> truth = truth_(b.seq_ids[s]);
+      const std::vector<int32_t> tokens = truth_(b.seq_ids[s]), truth = full(b.seq_ids[s]);
       if (size_t(past + n) > truth.size()) return fail("chunk runs past the sequence");
       for (int32_t i = 0; i < n; ++i) {
         const size_t row = size_t(b.subsequence_begins[s] + i);
@@ -113,12 +120,20 @@ class FakePagedRunner : public BatchRunner {
         if (b.input_ids[row] != truth[size_t(past + i)]) return fail("input id is not the sequence's token");
       }
       max_ctx = std::max(max_ctx, past + n);
-      if (size_t(past + n) == truth.size()) expect_sampled.push_back(b.subsequence_begins[s + 1] - 1);
+      if (truth.size() > tokens.size()) {  // a verification chunk: pending token and drafts, all sampled
+        if (size_t(past + n) != truth.size() || size_t(past + 1) != tokens.size())
+          return fail("a verification chunk is not the pending token and all its drafts");
+        for (int32_t i = 0; i < n; ++i) expect_sampled.push_back(b.subsequence_begins[s] + i);
+      } else if (size_t(past + n) == truth.size()) {
+        expect_sampled.push_back(b.subsequence_begins[s + 1] - 1);
+      }
     }
     if (b.max_context_len != max_ctx) return fail("max_context_len is wrong");
     if (expect_sampled != b.sampled_tokens_indices) return fail("sampled_tokens_indices are wrong");
-    for (size_t r = 0; r < b.sampled_seq.size(); ++r)
-      if (b.subsequence_begins[size_t(b.sampled_seq[r]) + 1] - 1 != b.sampled_tokens_indices[r]) return fail("sampled_seq is wrong");
+    for (size_t r = 0; r < b.sampled_seq.size(); ++r) {
+      const int32_t s = b.sampled_seq[r], row = b.sampled_tokens_indices[r];
+      if (row < b.subsequence_begins[size_t(s)] || row >= b.subsequence_begins[size_t(s) + 1]) return fail("sampled_seq is wrong");
+    }
     // Writes: a block being written must belong to this subsequence only.
     for (size_t s = 0; s < B; ++s) {
       const int32_t past = b.past_lens[s], n = b.subsequence_begins[s + 1] - b.subsequence_begins[s];
@@ -132,16 +147,26 @@ class FakePagedRunner : public BatchRunner {
     // Reads: every sequence sees exactly its own history through its table.
     for (size_t s = 0; s < B; ++s) {
       const int32_t n = b.past_lens[s] + b.subsequence_begins[s + 1] - b.subsequence_begins[s];
-      const std::vector<int32_t> truth = truth_(b.seq_ids[s]);
+      const std::vector<int32_t> truth = full(b.seq_ids[s]);
       if (read_context(b, int32_t(s), n) != std::vector<int32_t>(truth.begin(), truth.begin() + n))
         return fail("request " + std::to_string(b.seq_ids[s]) + " reads K/V that is not its history");
     }
+  }
+
+  std::vector<int32_t> full(RequestId id) const {  // tokens, then drafts
+    std::vector<int32_t> t = truth_(id);
+    if (drafts_) {
+      const std::vector<int32_t> d = drafts_(id);
+      t.insert(t.end(), d.begin(), d.end());
+    }
+    return t;
   }
 
   int64_t vocab_;
   std::vector<float> rows_;  // the last forward's logits (LogitsRows views them)
   std::vector<int32_t> kv_;  // token id written in each slot, -1 = never
   Truth truth_;
+  Drafts drafts_;
 };
 
 }  // namespace ggflow::serving::testing

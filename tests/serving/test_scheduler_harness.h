@@ -25,7 +25,8 @@ struct Harness {
     auto e = ContinuousBatchingEngine::create(cfg, runner);
     if (!e) ADD_FAILURE() << e.error().str();
     engine = std::move(*e);
-    runner.set_truth([this](RequestId id) { return engine->sequence(id)->tokens; });
+    runner.set_truth([this](RequestId id) { return engine->sequence(id)->tokens; },
+                     [this](RequestId id) { return engine->sequence(id)->draft; });
   }
 
   RequestId add(std::vector<int32_t> prompt, RequestParams p = {}) {

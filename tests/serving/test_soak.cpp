@@ -30,7 +30,7 @@ struct Planned {
       sp.temperature = 0.9;
       sp.top_k = 20;
       sp.seed = *sample_seed;
-      p.sample = make_sampler_fn(sp, prompt);
+      set_sampler(p, sp, prompt);
     }
     return p;
   }

@@ -1,0 +1,87 @@
+// Speculative decoding: proposers of draft tokens, and how many to ask for.
+//
+// Model. Before a step, the engine asks a Proposer for up to k draft tokens to follow each
+// decoding sequence (its tokens end with the pending token, the one sampled last). The scheduler
+// runs the pending token and its drafts as one verification chunk, every row sampled; the engine
+// then walks the rows: row i decides the token after draft i-1 with the request's own sampler
+// (RequestParams::verify): at temperature 0 the argmax, so a draft stands iff it is the token plain
+// decoding would produce; with sampling, the rejection rule of Leviathan et al. / Chen et al. for
+// a proposal with all its mass on the draft (text::Sampler::verify), so the output is distributed
+// as the target model's. The first rejected draft is replaced by the verifier's token; when all are
+// accepted the last row gives one more. The K/V of the pending token and the accepted drafts is
+// committed; the rejected drafts' is dropped (BlockManager::truncate), so the block manager and the
+// prefix cache only ever hold what plain decoding would hold.
+//
+// Exactness. The paged model's rows do not depend on the batch they run in (batch invariance,
+// tested by memcmp): the verification chunk's row for a position equals the decode row plain
+// decoding would compute there, bit for bit. Greedy speculative output is therefore plain greedy
+// output, token for token and logit for logit, whatever the proposer proposes.
+//
+// Proposers here are deterministic (a draft model's argmax, an n-gram lookup): a proposal is a
+// point mass, which is what text::Sampler::verify's rule assumes.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+#include "serving/sequence.h"
+
+namespace ggflow::serving {
+
+struct SpecConfig {
+  int32_t num_spec_tokens = 0;  // k at most per sequence and step; 0: speculation off
+  // Draft and verified tokens of all decoding sequences in one step at most (they share the
+  // step's weight pass; past a few tokens per sequence the step stops being bandwidth-bound).
+  // Speculation shrinks as the batch grows and is off with this many decoding sequences.
+  int32_t max_step_tokens = 16;
+  // Cost of one more verified token relative to a decode step (the adaptive k's model).
+  double verify_cost = 0.08;
+  bool adaptive = true;         // false: always ask for num_spec_tokens (tests, benchmarks)
+};
+
+// One sequence's draft request.
+struct DraftRequest {
+  RequestId id = 0;
+  std::span<const int32_t> tokens;  // the sequence so far, ending with the pending token
+  int32_t max_tokens = 0;           // propose at most this many (>= 1)
+  std::vector<int32_t>* draft = nullptr;  // out: the proposals (possibly none)
+};
+
+class Proposer {
+ public:
+  virtual ~Proposer() = default;
+  virtual std::string name() const = 0;
+  // Time to propose one token, as a fraction of the target's decode step (the adaptive k's model).
+  virtual double cost_per_token() const = 0;
+  // Fills each request's draft. An error drops every proposal of the step (decoding goes on
+  // without them).
+  virtual Status propose(std::span<DraftRequest> requests) = 0;
+  // The request ended: drop what is kept for it.
+  virtual void forget(RequestId) {}
+};
+
+// Prompt lookup (n-gram) proposals: the longest suffix of the sequence, of `max_ngram` tokens down
+// to `min_ngram`, that occurred before; its most recent earlier occurrence's continuation is the
+// draft. No model: strong where the answer copies the prompt (code editing, summaries, RAG).
+class NgramProposer final : public Proposer {
+ public:
+  NgramProposer(int32_t max_ngram, int32_t min_ngram = 1);
+  std::string name() const override { return "lookup"; }
+  double cost_per_token() const override { return 0.0; }
+  Status propose(std::span<DraftRequest> requests) override;
+  // The draft for one sequence (the tests' and the bench's entry point).
+  void propose_one(std::span<const int32_t> tokens, int32_t max_tokens, std::vector<int32_t>& draft) const;
+
+ private:
+  int32_t max_ngram_, min_ngram_;
+};
+
+// Adaptive speculation length: with per-token acceptance `accept_rate`, k drafts emit
+// (1 - a^(k+1)) / (1 - a) tokens per step at a cost of 1 + k * (verify_cost + propose_cost); the k
+// in [0, max_k] with the most tokens per unit of cost.
+int32_t best_spec_length(double accept_rate, int32_t max_k, double verify_cost, double propose_cost);
+
+}  // namespace ggflow::serving

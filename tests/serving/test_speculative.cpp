@@ -1,0 +1,314 @@
+// Speculative decoding over the fake paged runner: greedy output with drafts equals plain greedy
+// output (any proposer, any accept lengths, batches, budgets, preemption, prefix caching); the
+// block manager's invariants hold after every rollback (the harness checks each step); sampled
+// output keeps the target's distribution (chi-square against the exact marginal); the n-gram
+// proposer and the adaptive length; the draft-model proposer over a second fake model.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+#include <random>
+
+#include "runtime/greedy.h"
+#include "serving/draft_proposer.h"
+#include "serving/speculative.h"
+#include "test_scheduler_harness.h"
+
+using namespace ggflow::serving;
+using namespace ggflow::text;
+using namespace ggflow::serving::testing;
+
+namespace {
+
+// Proposes the fake model's greedy continuation, each token replaced by a random one with
+// probability `noise`, and a random length in [0, max_tokens]: random accept lengths.
+class NoisyOracle final : public Proposer {
+ public:
+  NoisyOracle(double noise, uint64_t seed) : noise_(noise), rng_(seed) {}
+  std::string name() const override { return "oracle"; }
+  double cost_per_token() const override { return 0; }
+  ggflow::Status propose(std::span<DraftRequest> requests) override {
+    for (DraftRequest& r : requests) {
+      r.draft->clear();
+      std::vector<int32_t> ctx(r.tokens.begin(), r.tokens.end());
+      const int32_t n = int32_t(rng_() % uint64_t(r.max_tokens + 1));
+      for (int32_t j = 0; j < n; ++j) {
+        std::vector<float> row;
+        fake_logits(ctx, kVocab, row);
+        int32_t tok = ggflow::runtime::argmax(row);
+        if (std::uniform_real_distribution<double>(0, 1)(rng_) < noise_) tok = int32_t(rng_() % uint64_t(kVocab));
+        r.draft->push_back(tok);
+        ctx.push_back(tok);
+      }
+      ++calls;
+    }
+    return {};
+  }
+  int64_t calls = 0;
+
+ private:
+  double noise_;
+  std::mt19937_64 rng_;
+};
+
+EngineConfig spec_config(int32_t num_blocks, int32_t max_seqs, int32_t budget, bool caching, int32_t k) {
+  EngineConfig c = config(num_blocks, max_seqs, budget, caching);
+  c.spec.num_spec_tokens = k;
+  c.spec.max_step_tokens = 4096;
+  c.spec.adaptive = false;
+  return c;
+}
+
+RequestParams sampled(int64_t n, uint64_t seed, double temperature) {
+  SamplingParams sp;
+  sp.temperature = temperature;
+  sp.seed = seed;
+  RequestParams p = max_tokens(n);
+  set_sampler(p, sp, {});
+  return p;
+}
+
+}  // namespace
+
+TEST(Speculative, GreedyOutputEqualsPlainDecodingUnderRandomAcceptLengths) {
+  struct Case {
+    int32_t blocks, seqs, budget;
+    bool caching;
+    int32_t k;
+    double noise;
+  };
+  // Roomy and tight pools (preemption), small budgets (drafts cut), caching on and off.
+  for (const Case c : {Case{256, 8, 256, true, 4, 0.2}, Case{256, 8, 256, false, 7, 0.5}, Case{12, 4, 64, true, 5, 0.3},
+                       Case{64, 8, 12, true, 8, 0.1}, Case{9, 3, 32, false, 3, 0.0}}) {
+    SCOPED_TRACE("blocks " + std::to_string(c.blocks) + " budget " + std::to_string(c.budget) + " k " + std::to_string(c.k));
+    Harness h(spec_config(c.blocks, c.seqs, c.budget, c.caching, c.k));
+    NoisyOracle oracle(c.noise, 7);
+    h.engine->set_proposer(&oracle);
+    std::vector<RequestId> ids;
+    std::vector<std::vector<int32_t>> prompts;
+    for (uint64_t s = 1; s <= 10; ++s) {
+      // shared prefixes every other request: prefix hits meet rollbacks
+      prompts.push_back(s % 2 ? concat(tokens(40, 100), tokens(int(3 + s), s)) : tokens(int(20 + s), s));
+      ids.push_back(h.add(prompts.back(), max_tokens(int64_t(30 + 3 * s))));
+    }
+    h.run();
+    if (HasFailure()) return;
+    int64_t drafts = 0, accepted = 0;
+    for (size_t i = 0; i < ids.size(); ++i) {
+      const RequestOutput o = h.out(ids[i]);
+      EXPECT_EQ(o.tokens, run_alone(prompts[i], max_tokens(int64_t(30 + 3 * (i + 1))))) << "request " << i;
+      drafts += o.usage.spec.draft_tokens;
+      accepted += o.usage.spec.accepted_tokens;
+    }
+    EXPECT_GT(drafts, 0);
+    EXPECT_LE(accepted, drafts);
+    if (c.noise > 0) EXPECT_LT(accepted, drafts);
+    EXPECT_GT(accepted, 0);
+    EXPECT_TRUE(h.all_free());
+  }
+}
+
+TEST(Speculative, StopTokenAmongAcceptedDraftsEndsThereAndLengthIsExact) {
+  // The plain run's 5th token becomes a stop token: speculation must stop at it, not after.
+  const auto prompt = tokens(30, 5);
+  const auto plain = run_alone(prompt, max_tokens(20));
+  RequestParams p = max_tokens(20);
+  p.stop_token_ids = {plain[4]};
+  const auto expected = run_alone(prompt, p);
+  Harness h(spec_config(64, 4, 256, true, 8));
+  NoisyOracle oracle(0.0, 1);
+  h.engine->set_proposer(&oracle);
+  RequestId id = h.add(prompt, p);
+  RequestId len_id = h.add(tokens(30, 6), max_tokens(13));
+  h.run();
+  EXPECT_EQ(h.out(id).tokens, expected);
+  EXPECT_EQ(h.out(id).end, FinishReason::Stop);
+  EXPECT_EQ(h.out(len_id).tokens.size(), 13u);
+  EXPECT_EQ(h.out(len_id).tokens, run_alone(tokens(30, 6), max_tokens(13)));
+  EXPECT_TRUE(h.all_free());
+}
+
+TEST(Speculative, SeededSamplingIsReproducible) {
+  auto run = [](uint64_t seed) {
+    Harness h(spec_config(64, 4, 256, true, 4));
+    NoisyOracle oracle(0.3, 3);
+    h.engine->set_proposer(&oracle);
+    RequestId id = h.add(tokens(20, 1), sampled(40, seed, 0.7));
+    h.run();
+    return h.out(id).tokens;
+  };
+  EXPECT_EQ(run(11), run(11));
+  EXPECT_NE(run(11), run(12));
+}
+
+namespace {
+
+// Chi-square statistic of observed counts against expected probabilities (bins with an expected
+// count under 5 pooled), and its critical value at p = 1e-4 (Wilson-Hilferty).
+std::pair<double, double> chi_square(const std::map<int32_t, int64_t>& counts, const std::vector<double>& expect, int64_t n) {
+  double stat = 0, pooled_e = 0, pooled_o = 0;
+  int bins = 0;
+  for (size_t t = 0; t < expect.size(); ++t) {
+    const double e = expect[t] * double(n);
+    const double o = counts.count(int32_t(t)) ? double(counts.at(int32_t(t))) : 0.0;
+    if (e < 5) {
+      pooled_e += e, pooled_o += o;
+      continue;
+    }
+    stat += (o - e) * (o - e) / e, ++bins;
+  }
+  if (pooled_e > 0) stat += (pooled_o - pooled_e) * (pooled_o - pooled_e) / std::max(pooled_e, 1e-9), ++bins;
+  const double dof = bins - 1, z = 3.719;
+  const double crit = dof * std::pow(1 - 2 / (9 * dof) + z * std::sqrt(2 / (9 * dof)), 3);
+  return {stat, crit};
+}
+
+std::vector<double> softmax_row(std::span<const int32_t> ctx, double temperature) {
+  std::vector<float> row;
+  fake_logits(ctx, kVocab, row);
+  std::vector<double> p(row.size());
+  double sum = 0;
+  for (size_t i = 0; i < row.size(); ++i) sum += p[i] = std::exp(double(row[i]) / temperature);
+  for (double& x : p) x /= sum;
+  return p;
+}
+
+}  // namespace
+
+TEST(Speculative, SampledOutputKeepsTheTargetDistribution) {
+  // The exact marginal of the 2nd and 3rd generated tokens, from the fake model's rows.
+  const double temperature = 0.08;
+  const auto prompt = tokens(12, 3);
+  std::vector<double> second(kVocab, 0.0), third(kVocab, 0.0);
+  const auto p1 = softmax_row(prompt, temperature);
+  for (int32_t a = 0; a < kVocab; ++a) {
+    auto ctx = concat(prompt, {a});
+    const auto p2 = softmax_row(ctx, temperature);
+    for (int32_t b = 0; b < kVocab; ++b) {
+      second[size_t(b)] += p1[size_t(a)] * p2[size_t(b)];
+      if (p1[size_t(a)] * p2[size_t(b)] < 1e-7) continue;  // negligible paths
+      const auto p3 = softmax_row(concat(ctx, {b}), temperature);
+      for (int32_t c = 0; c < kVocab; ++c) third[size_t(c)] += p1[size_t(a)] * p2[size_t(b)] * p3[size_t(c)];
+    }
+  }
+  const int64_t n = 4000;
+  for (bool speculate : {false, true}) {
+    SCOPED_TRACE(speculate ? "speculative" : "plain");
+    EngineConfig cfg = spec_config(4096, 64, 1024, true, speculate ? 3 : 0);
+    Harness h(cfg);
+    NoisyOracle oracle(0.3, 5);  // most drafts are the argmax, some random
+    if (speculate) h.engine->set_proposer(&oracle);
+    std::vector<RequestId> ids;
+    for (int64_t i = 0; i < n; ++i) ids.push_back(h.add(prompt, sampled(6, uint64_t(1000 + i), temperature)));
+    h.run();
+    std::map<int32_t, int64_t> c2, c3;
+    int64_t drafts = 0, accepted = 0;
+    for (RequestId id : ids) {
+      const RequestOutput o = h.out(id);
+      ASSERT_EQ(o.tokens.size(), 6u);
+      ++c2[o.tokens[1]], ++c3[o.tokens[2]];
+      drafts += o.usage.spec.draft_tokens, accepted += o.usage.spec.accepted_tokens;
+    }
+    if (speculate) {  // both branches of the rule run often
+      EXPECT_GT(accepted, n / 20) << drafts;
+      EXPECT_GT(drafts - accepted, n / 2) << drafts;
+    }
+    const auto [s2, crit2] = chi_square(c2, second, n);
+    const auto [s3, crit3] = chi_square(c3, third, n);
+    EXPECT_LT(s2, crit2);
+    EXPECT_LT(s3, crit3);
+  }
+}
+
+TEST(Speculative, RequestsThatCannotVerifyAreNeverSpeculated) {
+  Harness h(spec_config(64, 4, 256, true, 4));
+  NoisyOracle oracle(0.0, 1);
+  h.engine->set_proposer(&oracle);
+  RequestParams p = max_tokens(10);
+  p.sample = [](std::span<const float> row) { return ggflow::runtime::argmax(row); };  // no verify
+  RequestId id = h.add(tokens(20, 2), p);
+  h.run();
+  EXPECT_EQ(h.out(id).usage.spec.draft_tokens, 0);
+  EXPECT_EQ(oracle.calls, 0);
+}
+
+TEST(NgramProposer, LongestRecentSuffixMatch) {
+  NgramProposer p(3, 1);
+  std::vector<int32_t> d;
+  // ... 5 6 7 8 9 ... 5 6 7 -> 8 9 (3-gram), capped at max_tokens
+  p.propose_one(std::vector<int32_t>{1, 5, 6, 7, 8, 9, 2, 5, 6, 7}, 4, d);
+  EXPECT_EQ(d, (std::vector<int32_t>{8, 9, 2, 5}));
+  p.propose_one(std::vector<int32_t>{1, 5, 6, 7, 8, 9, 2, 5, 6, 7}, 1, d);
+  EXPECT_EQ(d, (std::vector<int32_t>{8}));
+  // the most recent occurrence wins: 4 after "1 2" at the end
+  p.propose_one(std::vector<int32_t>{1, 2, 3, 1, 2, 4, 0, 1, 2}, 2, d);
+  EXPECT_EQ(d, (std::vector<int32_t>{4, 0}));
+  // nothing repeats: no draft; a 1-gram falls back when longer ones fail
+  p.propose_one(std::vector<int32_t>{1, 2, 3, 4}, 3, d);
+  EXPECT_TRUE(d.empty());
+  p.propose_one(std::vector<int32_t>{9, 1, 7, 2, 3, 1}, 2, d);
+  EXPECT_EQ(d, (std::vector<int32_t>{7, 2}));
+  NgramProposer strict(3, 2);  // 1-grams not allowed
+  strict.propose_one(std::vector<int32_t>{9, 1, 7, 2, 3, 1}, 2, d);
+  EXPECT_TRUE(d.empty());
+}
+
+TEST(Speculative, AdaptiveLengthFollowsAcceptanceAndCost) {
+  EXPECT_EQ(best_spec_length(0.0, 8, 0.08, 0.0), 0);
+  EXPECT_EQ(best_spec_length(0.99, 8, 0.02, 0.0), 8);
+  const int32_t mid = best_spec_length(0.7, 16, 0.08, 0.0);
+  EXPECT_GT(mid, 1);
+  EXPECT_LT(mid, 16);
+  EXPECT_LT(best_spec_length(0.7, 16, 0.08, 0.4), mid);  // a costly proposer speculates less
+  EXPECT_EQ(best_spec_length(0.3, 8, 0.08, 0.4), 0);      // and not at all when it does not pay
+}
+
+TEST(Speculative, AdaptiveSpeculationShrinksAsTheBatchGrows) {
+  EngineConfig cfg = spec_config(512, 32, 512, true, 6);
+  cfg.spec.max_step_tokens = 16;
+  cfg.spec.adaptive = true;
+  Harness h(cfg);
+  NoisyOracle oracle(0.0, 1);
+  h.engine->set_proposer(&oracle);
+  for (uint64_t s = 1; s <= 20; ++s) h.add(tokens(10, s), max_tokens(6));
+  StepStats st = h.step();  // prefill of all 20
+  st = h.step();            // 20 decoding sequences >= 16: no drafts
+  EXPECT_EQ(st.num_draft_tokens, 0);
+  h.run();
+  for (uint64_t s = 1; s <= 4; ++s) h.add(tokens(10, 50 + s), max_tokens(12));
+  h.step();
+  st = h.step();  // 4 decoding sequences: at most 16 - 4 drafts in all
+  EXPECT_GT(st.num_draft_tokens, 0);
+  EXPECT_LE(st.num_draft_tokens, 16 - 4);
+  h.run();
+}
+
+TEST(DraftModelProposer, ProposesTheDraftModelsGreedyTokensAndRollsBack) {
+  // The draft model is a second fake model: the target's logits with every 3rd row perturbed, so
+  // some drafts are rejected. Target greedy output must equal plain decoding.
+  const int32_t blocks = 128;
+  FakePagedRunner draft_runner(blocks, kVocab);
+  draft_runner.edit_logits = [](const ggflow::runtime::ScheduledBatch& b, std::span<float> rows, int64_t vocab) {
+    for (size_t r = 0; r < b.sampled_tokens_indices.size(); ++r)
+      if (b.position_ids[size_t(b.sampled_tokens_indices[r])] % 3 == 0) rows[r * size_t(vocab) + 1] = 2.0f;
+  };
+  DraftModelProposer proposer(draft_runner, blocks, 0.3, /*max_chunk=*/4096);
+  draft_runner.set_truth([&](RequestId id) { return proposer.cached_tokens(id); });
+  Harness h(spec_config(blocks, 4, 256, true, 4));
+  h.engine->set_proposer(&proposer);
+  std::vector<RequestId> ids;
+  for (uint64_t s = 1; s <= 4; ++s) ids.push_back(h.add(tokens(int(30 + s), s), max_tokens(40)));
+  h.run();
+  EXPECT_EQ(draft_runner.failure, "");
+  int64_t drafts = 0, accepted = 0;
+  for (uint64_t s = 1; s <= 4; ++s) {
+    const RequestOutput o = h.out(ids[s - 1]);
+    EXPECT_EQ(o.tokens, run_alone(tokens(int(30 + s), s), max_tokens(40)));
+    drafts += o.usage.spec.draft_tokens, accepted += o.usage.spec.accepted_tokens;
+  }
+  EXPECT_GT(accepted, 0);
+  EXPECT_LT(accepted, drafts);
+  // Finished requests leave nothing in the draft's pool.
+  EXPECT_EQ(proposer.blocks().num_free(), blocks);
+  EXPECT_TRUE(proposer.blocks().check_invariants().ok());
+}
