@@ -2,6 +2,9 @@
 //
 //   ggflow bench -m FILE [-p 512] [-n 128] [-t 2] [-r 3] [--engine paged|sdpa|raw]
 //                [--executor cpu|ref] [--batch 1,2,4,8] [--kv-type f32|f16] [-d 4096] [--json]
+//   ggflow bench -m FILE (--draft-model F | --lookup N) [--spec-tokens K] --prompts FILE [-n 128]
+//                single-stream greedy decode on a prompt set, plain and speculative alternating
+//                (cmd_bench_spec.cpp)
 //
 // Tests (each repeated -r times after one warm-up run, on a fresh sequence each time):
 //   pp<P>      one step of P prompt tokens (prefill); tokens/s = P / time
@@ -23,6 +26,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/bench_spec.h"
 #include "cli/commands.h"
 #include "runtime/paged_runner.h"
 #include "runtime/sequence_runner.h"
@@ -36,6 +40,8 @@ struct Opts {
   std::string model, engine = "paged", executor = "cpu", batch, kv_type = "f32";
   int p = 512, n = 128, threads = 0, reps = 3, depth = 0;
   bool json = false;
+  std::string prompts;
+  pipeline::SpeculativeOptions spec;
 };
 
 struct Record {
@@ -230,8 +236,18 @@ void add(CLI::App& app, int& rc) {
   cmd->add_option("--batch", o->batch, "paged: aggregate decode with B sequences together, e.g. 1,2,4,8");
   cmd->add_option("--kv-type", o->kv_type, "KV cache element type: f32 | f16")->capture_default_str();
   cmd->add_flag("--json", o->json, "one JSON record per test (llama-bench's field names)");
+  cmd->add_option("--draft-model", o->spec.draft_model, "speculative decoding with this draft model on --prompts (plain vs speculative)");
+  cmd->add_option("--lookup", o->spec.lookup, "speculative decoding with prompt lookup (n-grams up to N) on --prompts");
+  cmd->add_option("--spec-tokens", o->spec.num_spec_tokens, "draft tokens per step at most (default: 4 draft model, 7 lookup)");
+  cmd->add_flag("--no-adaptive", [o](int64_t) { o->spec.adaptive = false; }, "always ask for --spec-tokens drafts");
+  cmd->add_option("--prompts", o->prompts, "speculative: a JSON array of {name, content} chat prompts");
   cmd->callback([o, &rc] {
     warn_threads("bench", o->threads);
+    if (o->spec.enabled()) {
+      SpecBenchOptions so{o->model, o->prompts, o->kv_type, o->spec, o->n, o->threads, o->reps, o->json};
+      if (auto s = bench_speculative(so); !s) rc = fail("bench", s.error());
+      return;
+    }
     if (auto s = bench(*o); !s) rc = fail("bench", s.error());
   });
 }

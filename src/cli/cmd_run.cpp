@@ -3,8 +3,11 @@
 //   ggflow run -m FILE -p TEXT [--chat] [-n N] [--temperature T] [--top-k K] [--top-p P] [--min-p P]
 //              [--repeat-penalty R] [--presence-penalty P] [--frequency-penalty F] [--seed S]
 //              [--stop STR]... [--grammar F.gbnf | --json-schema F.json]
+//              [--draft-model F | --lookup N] [--spec-tokens K]
 //                                   text in, text streamed to stdout, statistics on stderr; the
-//                                   grammar (GBNF) or JSON Schema holds the answer to its language
+//                                   grammar (GBNF) or JSON Schema holds the answer to its language;
+//                                   speculative decoding with a draft model or prompt lookup (the
+//                                   same text as without: serving/speculative.h)
 //   ggflow run -m FILE (--tokens 1,2,3 | -p TEXT [--chat]) --dump-logits FILE [-n N] [--no-flash-attn]
 //   ggflow run -m FILE --tokens 1,2,3 [-n N]
 //              greedy on one layout, the layout-equivalence runner: ids out (comma-separated, one
@@ -69,6 +72,7 @@ struct Opts {
   bool chat = false, no_fa = false, timing = false;
   text::SamplingParams sp;
   int64_t seed = -1;
+  pipeline::SpeculativeOptions spec;
 };
 
 // --verbose: the executor, its plan, and what ran on the reference kernel in the last step.
@@ -139,7 +143,7 @@ Result<pipeline::GenerationResult> run_paged(const Opts& o, const runtime::Model
   if (auto s = runtime::check_memory_budget(file.path(), kv, o.max_memory); !s) return s.error();
   serving::EngineConfig cfg;
   cfg.num_blocks = o.kv_blocks;
-  auto pipe = pipeline::ContinuousBatchingPipeline::open(file, cfg, runner_options(o).compile);
+  auto pipe = pipeline::ContinuousBatchingPipeline::open(file, cfg, runner_options(o).compile, o.spec);
   if (!pipe) return pipe.error();
   auto stream = [](pipeline::RequestId, std::string_view t) { return print_text(t); };
   auto id = o.chat ? (*pipe)->add_chat_request(messages, o.sp, stream, o.constraint)
@@ -147,6 +151,15 @@ Result<pipeline::GenerationResult> run_paged(const Opts& o, const runtime::Model
   if (!id) return id.error();
   if (auto s = (*pipe)->run_until_done(); !s) return s.error();
   report(o, (*pipe)->compiled_model());
+  if (const auto* proposer = (*pipe)->proposer(); proposer && (*pipe)->engine().output(*id)) {
+    const auto u = (*pipe)->engine().output(*id)->usage;
+    std::fflush(stdout);
+    std::fprintf(stderr, "ggflow run: speculative (%s): %lld of %lld draft tokens accepted (%.0f%%), %.2f tokens per target step\n",
+                 proposer->name().c_str(), static_cast<long long>(u.spec.accepted_tokens),
+                 static_cast<long long>(u.spec.draft_tokens),
+                 u.spec.draft_tokens ? 100.0 * double(u.spec.accepted_tokens) / double(u.spec.draft_tokens) : 0.0,
+                 double(u.completion_tokens) / double(std::max<int64_t>(1, (*pipe)->engine().num_steps())));
+  }
   return (*pipe)->result(*id);
 }
 
@@ -232,6 +245,9 @@ void add(CLI::App& app, int& rc) {
   cmd->add_option("--stop", o->sp.stop, "stop string (repeatable); never printed");
   auto* gopt = cmd->add_option("--grammar", o->grammar_file, "a GBNF grammar file (llama.cpp's syntax): the answer is a sentence of it");
   cmd->add_option("--json-schema", o->schema_file, "a JSON Schema file: the answer is a JSON document it validates")->excludes(gopt);
+  cmd->add_option("--draft-model", o->spec.draft_model, "speculative decoding: a smaller model with the same vocabulary proposes tokens (paged)");
+  cmd->add_option("--lookup", o->spec.lookup, "speculative decoding: prompt lookup with n-grams of up to N tokens (paged; 3 is typical)");
+  cmd->add_option("--spec-tokens", o->spec.num_spec_tokens, "speculative decoding: draft tokens per step at most (default: 4 draft model, 7 lookup)");
   cmd->add_option("--dump-logits", o->dump, "greedy: write the logits of each generated token (raw f32 [n, n_vocab])");
   cmd->add_flag("--no-flash-attn", o->no_fa, "with --tokens: attention as MUL_MAT + SOFT_MAX instead of FLASH_ATTN_EXT");
   cmd->add_flag("--timing", o->timing, "with --tokens: print the time taken on stderr");
@@ -266,6 +282,15 @@ void add(CLI::App& app, int& rc) {
       return;
     }
     o->constraint = *constraint;
+    if (auto sv = o->spec.validate(); !sv) {
+      rc = fail("run", sv.error());
+      return;
+    }
+    if (o->spec.enabled() && (o->engine != "paged" || !o->tokens.empty() || !o->dump.empty())) {
+      rc = fail("run", make_error("speculative decoding runs in the continuous-batching pipeline",
+                                  "use -p TEXT with --engine paged (the default), without --tokens / --dump-logits"));
+      return;
+    }
     if (o->constraint && (!o->tokens.empty() || !o->dump.empty())) {
       rc = fail("run", make_error("--grammar / --json-schema apply to text generation", "drop --tokens / --dump-logits"));
       return;

@@ -3,7 +3,11 @@
 //   ggflow serve -m FILE [--host H] [--port P] [-t N] [--parallel N] [--kv-cache SIZE] [--kv-type f32|f16]
 //                [--max-batched-tokens N] [--ctx-size N] [--max-queue N] [--api-key KEY]
 //                [--served-model-name NAME] [--no-webui] [--max-body SIZE] [--shutdown-timeout S]
+//                [--draft-model F | --lookup N] [--spec-tokens K]
 //
+// Speculative decoding (--draft-model, --lookup) runs in the engine for every request that can
+// verify drafts (not grammar-constrained ones): the answers are those of plain decoding, and
+// speculation shrinks as the batch grows (serving/speculative.h).
 // Listens first (so /health answers and the model routes say 503 while loading), then loads the
 // model; SIGTERM or SIGINT drains (server/http_server.h) and exits 0.
 #include <pthread.h>
@@ -28,6 +32,7 @@ struct Opts {
   int port = 8080, threads = 0, parallel = 8, max_batched = 512, max_queue = 64, shutdown_timeout = 10;
   int64_t ctx = 0;
   bool no_webui = false;
+  pipeline::SpeculativeOptions spec;
 };
 
 // --kv-cache: "512" (blocks of 32 tokens) or a size ("256MiB"). Returns bytes, or -blocks.
@@ -81,7 +86,11 @@ Result<std::unique_ptr<pipeline::ContinuousBatchingPipeline>> load(const Opts& o
   co.threads = o.threads;
   std::fprintf(stderr, "ggflow serve: KV cache %lld blocks x 32 tokens (%.1f MiB), context %lld tokens, %d sequences at once\n",
                static_cast<long long>(blocks), double(blocks * per_block) / 1048576.0, static_cast<long long>(context), o.parallel);
-  return pipeline::ContinuousBatchingPipeline::open(**file, cfg, co);
+  if (o.spec.enabled())
+    std::fprintf(stderr, "ggflow serve: speculative decoding with %s\n",
+                 o.spec.lookup > 0 ? ("prompt lookup (n-grams up to " + std::to_string(o.spec.lookup) + ")").c_str()
+                                   : ("the draft model " + o.spec.draft_model).c_str());
+  return pipeline::ContinuousBatchingPipeline::open(**file, cfg, co, o.spec);
 }
 
 int serve(const Opts& o) {
@@ -151,8 +160,15 @@ void add(CLI::App& app, int& rc) {
   cmd->add_option("--shutdown-timeout", o->shutdown_timeout, "seconds SIGTERM waits for running requests")->capture_default_str()->check(CLI::Range(0, 3600));
   cmd->add_option("--max-memory", o->max_memory, "refuse a model + KV cache that needs more (e.g. 8GiB; default: the memory available)");
   cmd->add_option("--executor", o->executor, "cpu | ref")->check(CLI::IsMember({"cpu", "ref"}))->capture_default_str();
+  cmd->add_option("--draft-model", o->spec.draft_model, "speculative decoding: a smaller model with the same vocabulary proposes tokens");
+  cmd->add_option("--lookup", o->spec.lookup, "speculative decoding: prompt lookup with n-grams of up to N tokens (3 is typical)");
+  cmd->add_option("--spec-tokens", o->spec.num_spec_tokens, "speculative decoding: draft tokens per sequence and step at most (default: 4 draft model, 7 lookup)");
   cmd->callback([o, &rc] {
     warn_threads("serve", o->threads);
+    if (auto s = o->spec.validate(); !s) {
+      rc = fail("serve", s.error());
+      return;
+    }
     rc = serve(*o);
   });
 }

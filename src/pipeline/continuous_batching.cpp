@@ -5,16 +5,32 @@
 namespace ggflow::pipeline {
 
 Result<std::unique_ptr<ContinuousBatchingPipeline>> ContinuousBatchingPipeline::open(
-    const runtime::ModelFile& file, const serving::EngineConfig& config, const runtime::CompileOptions& options) {
+    const runtime::ModelFile& file, const serving::EngineConfig& config, const runtime::CompileOptions& options,
+    const SpeculativeOptions& spec) {
   if (config.num_blocks <= 0)
     return make_error("the KV cache needs a number of blocks, got " + std::to_string(config.num_blocks),
                       "set --kv-blocks (blocks of 32 tokens)");
-  auto runner = runtime::PagedRunner::create(file, config.num_blocks, options);
+  if (auto s = spec.validate(); !s) return s.error();
+  runtime::CompileOptions opts = options;
+  // A draft model and its target run one after the other: one set of threads for both.
+  if (!spec.draft_model.empty() && !opts.pool && opts.executor == runtime::Executor::cpu)
+    opts.pool = runtime::make_thread_pool(opts.threads);
+  auto runner = runtime::PagedRunner::create(file, config.num_blocks, opts);
   if (!runner) return runner.error();
-  auto p = create(file, **runner, config);
+  std::unique_ptr<Speculation> sp;
+  serving::EngineConfig cfg = config;
+  if (spec.enabled()) {
+    auto s = Speculation::create(file, spec, config.num_blocks, opts);
+    if (!s) return s.error();
+    sp = std::move(*s);
+    cfg.spec = sp->config;
+  }
+  auto p = create(file, **runner, cfg);
   if (!p) return p.error();
   (*p)->compiled_ = &(*runner)->compiled();
   (*p)->owned_runner_ = std::move(*runner);
+  if (sp) (*p)->engine_->set_proposer(sp->proposer.get());
+  (*p)->spec_ = std::move(sp);
   return p;
 }
 
@@ -75,6 +91,7 @@ Result<RequestId> ContinuousBatchingPipeline::add_request_tokens(std::vector<int
     serving::set_sampler(rp, p, prompt_ids);
   }
   rp.on_token = [this](RequestId id, int32_t token) { return on_token(id, token); };
+  rp.on_logits = logits_observer_;
   rp.logprobs = p.logprobs;
   auto id = engine_->add_request(std::move(prompt_ids), std::move(rp));
   if (!id) return id.error();

@@ -26,6 +26,7 @@
 #include "pipeline/constrained_sampler.h"
 #include "pipeline/llm_pipeline.h"
 #include "pipeline/prompt.h"
+#include "pipeline/speculative.h"
 #include "runtime/compiled_model.h"
 #include "runtime/model_file.h"
 #include "runtime/paged_batch.h"
@@ -40,9 +41,12 @@ class ContinuousBatchingPipeline {
  public:
   // The file's paged model, compiled with `options`, with a pool of `config.num_blocks` blocks
   // (the one setting of the pool size: the runner and the block manager both take it from here).
+  // With `spec` enabled, speculative decoding (a draft model: its own paged model and pool of the
+  // same size, on the target's thread pool; or prompt lookup).
   static Result<std::unique_ptr<ContinuousBatchingPipeline>> open(const runtime::ModelFile& file,
                                                                   const serving::EngineConfig& config,
-                                                                  const runtime::CompileOptions& options = {});
+                                                                  const runtime::CompileOptions& options = {},
+                                                                  const SpeculativeOptions& spec = {});
   // Over another runner (the RecomputeRunner reference, tests): it must outlive the pipeline and
   // use a pool of `config.num_blocks` blocks.
   static Result<std::unique_ptr<ContinuousBatchingPipeline>> create(const runtime::ModelFile& file,
@@ -59,6 +63,8 @@ class ContinuousBatchingPipeline {
                                        RequestStreamer stream = {}, const Constraint& constraint = {});
   Result<RequestId> add_chat_request(const nlohmann::ordered_json& messages, const text::SamplingParams& params,
                                      RequestStreamer stream = {}, const Constraint& constraint = {});
+  // Sees the logits row each generated token of every later request was chosen from (tests).
+  void set_logits_observer(serving::LogitsCallback observer) { logits_observer_ = std::move(observer); }
   Status cancel(RequestId id);               // frees the request's blocks at once
   Result<serving::StepStats> step();
   Status run_until_done();
@@ -76,6 +82,11 @@ class ContinuousBatchingPipeline {
   serving::ContinuousBatchingEngine& engine() { return *engine_; }
   // The paged model open() compiled (nullptr over another runner).
   const runtime::CompiledModel* compiled_model() const { return compiled_; }
+  // Speculative decoding on or off for the following steps (benchmarks compare both on one
+  // pipeline; no effect without a proposer).
+  void set_speculation(bool on) { engine_->set_proposer(on && spec_ ? spec_->proposer.get() : nullptr); }
+  // The speculative decoding proposer (nullptr: off).
+  const serving::Proposer* proposer() const { return spec_ ? spec_->proposer.get() : nullptr; }
 
  private:
   struct Request {
@@ -90,12 +101,14 @@ class ContinuousBatchingPipeline {
   bool on_token(RequestId id, int32_t token);
   void emit(RequestId id, Request& r, const std::string& text);
 
+  std::unique_ptr<Speculation> spec_;                   // open() with speculative decoding
   std::unique_ptr<runtime::BatchRunner> owned_runner_;  // open(): the paged runner
   const runtime::CompiledModel* compiled_ = nullptr;
   std::shared_ptr<const PromptFormat> format_;
   std::unique_ptr<serving::ContinuousBatchingEngine> engine_;
   std::map<RequestId, Request> requests_;
   std::unique_ptr<MaskWorker> mask_worker_;  // started by the first constrained request
+  serving::LogitsCallback logits_observer_;
 };
 
 }  // namespace ggflow::pipeline

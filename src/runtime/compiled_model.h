@@ -47,6 +47,10 @@ enum class Executor { cpu, ref };
 Result<Executor> executor_from_name(std::string_view name);  // "cpu" | "ref"
 const char* to_string(Executor e);
 
+// A cpu thread pool to share between compiled models (CompileOptions::pool); threads <= 0: the
+// machine's cores.
+std::shared_ptr<cpu::ThreadPool> make_thread_pool(int threads);
+
 struct CompileOptions {
   Executor executor = Executor::cpu;
   int threads = 0;  // cpu: 0 = the machine's cores

@@ -35,6 +35,8 @@ class CpuModel final : public SlotModel {
 
 }  // namespace
 
+std::shared_ptr<cpu::ThreadPool> make_thread_pool(int threads) { return cpu::make_thread_pool(threads); }
+
 Result<std::unique_ptr<CompiledModel>> compile_cpu(ir::Model model, const CompileOptions& options) {
   auto m = std::make_unique<CpuModel>();
   if (auto s = m->init(std::move(model), options); !s) return s.error();

@@ -228,6 +228,8 @@ void EngineLoop::run() {
       auto st = pipe_.step();
       if (st) {
         metrics_.add_preemptions(st->num_preempted);
+        if (st->num_verified_seqs > 0)
+          metrics_.add_speculation(st->num_verified_seqs, st->num_draft_tokens, st->num_accepted_tokens);
       } else {
         std::fprintf(stderr, "ggflow serve: engine step failed: %s\n", st.error().str().c_str());
       }

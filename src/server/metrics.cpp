@@ -44,6 +44,11 @@ EngineGauges Metrics::gauges() const {
   std::lock_guard<std::mutex> l(m_);
   return g_;
 }
+void Metrics::add_speculation(int64_t verified_seqs, int64_t draft_tokens, int64_t accepted_tokens) {
+  std::lock_guard<std::mutex> l(m_);
+  spec_verified_ += verified_seqs, spec_drafts_ += draft_tokens, spec_accepted_ += accepted_tokens;
+}
+
 void Metrics::add_preemptions(int64_t n) {
   std::lock_guard<std::mutex> l(m_);
   preemptions_ += n;
@@ -102,6 +107,16 @@ std::string Metrics::render() const {
   one("ggflow:prefix_cache_hit_ratio", "gauge", "Prefix-cache hits / queries (tokens).",
       prefix_queries_ > 0 ? double(prefix_hits_) / double(prefix_queries_) : 0.0);
   one("ggflow:num_preemptions_total", "counter", "Sequences preempted (recomputed later).", preemptions_);
+  one("ggflow:spec_decode_num_verifications_total", "counter",
+      "Speculative decoding: target passes over a sequence's pending token and its drafts.", spec_verified_);
+  one("ggflow:spec_decode_num_draft_tokens_total", "counter", "Speculative decoding: draft tokens verified.", spec_drafts_);
+  one("ggflow:spec_decode_num_accepted_tokens_total", "counter", "Speculative decoding: draft tokens accepted.",
+      spec_accepted_);
+  one("ggflow:spec_decode_acceptance_rate", "gauge", "Speculative decoding: accepted / verified draft tokens.",
+      spec_drafts_ > 0 ? double(spec_accepted_) / double(spec_drafts_) : 0.0);
+  one("ggflow:spec_decode_tokens_per_verification", "gauge",
+      "Speculative decoding: tokens a sequence emits per verification pass (accepted drafts + 1).",
+      spec_verified_ > 0 ? double(spec_accepted_ + spec_verified_) / double(spec_verified_) : 0.0);
   one("ggflow:prompt_tokens_total", "counter", "Prompt tokens of the requests admitted.", prompt_tokens_);
   one("ggflow:generation_tokens_total", "counter", "Tokens generated.", generation_tokens_);
   out += "# HELP ggflow:request_success_total Finished requests by finish reason.\n# TYPE ggflow:request_success_total counter\n";

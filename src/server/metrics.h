@@ -42,6 +42,8 @@ class Metrics {
   void set_gauges(const EngineGauges& g);
   void add_waiting(int64_t n);  // a request accepted between two set_gauges
   void add_preemptions(int64_t n);
+  // Speculative decoding in a step: verification chunks, draft tokens verified, accepted.
+  void add_speculation(int64_t verified_seqs, int64_t draft_tokens, int64_t accepted_tokens);
   void add_prompt_tokens(int64_t n);
   void add_generation_tokens(int64_t n);
   void on_finished(text::FinishReason why, const serving::RequestUsage& usage, const serving::RequestTiming& timing);
@@ -56,6 +58,7 @@ class Metrics {
   mutable std::mutex m_;
   EngineGauges g_;
   int64_t preemptions_ = 0, prompt_tokens_ = 0, generation_tokens_ = 0;
+  int64_t spec_verified_ = 0, spec_drafts_ = 0, spec_accepted_ = 0;
   int64_t prefix_queries_ = 0, prefix_hits_ = 0;
   std::map<std::string, int64_t> finished_;   // finished_reason -> count
   std::map<int, int64_t> responses_;          // HTTP status -> count

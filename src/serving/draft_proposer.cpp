@@ -2,6 +2,7 @@
 #include "serving/draft_proposer.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "runtime/greedy.h"
 
@@ -66,9 +67,12 @@ Status DraftModelProposer::propose(std::span<DraftRequest> requests) {
     if (complete) active.push_back(&r);
   }
   // 2. One batch per draft token: the catch-up's rows give the first, each decode batch the next.
-  while (!b.empty()) {
+  for (bool catch_up = true; !b.empty(); catch_up = false) {
     b.fresh_blocks = blocks_.drain_fresh_blocks();
+    const auto t0 = std::chrono::steady_clock::now();
     auto logits = runner_.forward(b);
+    if (!catch_up && logits)  // a decode batch: what one more draft token costs
+      update_mean(pass_s_, pass_n_, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     if (!logits) {  // the draft cache may be partly written: forget it all
       for (DraftRequest& r : requests) forget(r.id), r.draft->clear();
       return logits.error();

@@ -29,6 +29,7 @@ class DraftModelProposer final : public Proposer {
 
   std::string name() const override { return "draft"; }
   double cost_per_token() const override { return cost_; }
+  double seconds_per_token() const override { return pass_n_ > 0 ? pass_s_ : -1.0; }
   Status propose(std::span<DraftRequest> requests) override;
   void forget(RequestId id) override;
 
@@ -40,6 +41,8 @@ class DraftModelProposer final : public Proposer {
   BlockManager blocks_;
   double cost_;
   int32_t max_chunk_;
+  double pass_s_ = 0;     // seconds per decode batch after the catch-up (a draft token)
+  int64_t pass_n_ = 0;
   std::unordered_map<RequestId, std::vector<int32_t>> cached_;  // tokens whose K/V the cache holds
 };
 

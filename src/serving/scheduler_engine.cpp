@@ -2,6 +2,7 @@
 #include "serving/scheduler_engine.h"
 
 #include <algorithm>
+#include <chrono>
 #include <string>
 
 #include "runtime/greedy.h"
@@ -48,7 +49,8 @@ ContinuousBatchingEngine::ContinuousBatchingEngine(const EngineConfig& cfg, int3
     : cfg_(cfg),
       max_model_len_(max_model_len),
       runner_(runner),
-      sched_(SchedulerConfig{cfg.max_num_seqs, cfg.max_num_batched_tokens}, num_blocks, cfg.enable_prefix_caching) {}
+      sched_(SchedulerConfig{cfg.max_num_seqs, cfg.max_num_batched_tokens}, num_blocks, cfg.enable_prefix_caching),
+      spec_cost_(std::max(1, cfg.spec.max_step_tokens), cfg.spec.prior_token_cost) {}
 
 Result<RequestId> ContinuousBatchingEngine::add_request(std::vector<int32_t> prompt, RequestParams params) {
   auto bad = [](std::string what, std::string hint) { return make_error("request rejected: " + what, std::move(hint)); };
@@ -125,21 +127,24 @@ void ContinuousBatchingEngine::propose() {
   const SpecConfig& sc = cfg_.spec;
   int64_t decoding = 0;
   for (const Sequence* s : sched_.running()) decoding += s->pending() == 1 ? 1 : 0;
-  int64_t budget = int64_t(sc.max_step_tokens) - decoding;  // draft tokens this step, all sequences
+  int64_t planned = decoding;  // the step's tokens so far: every decode row, then the drafts given
+  const double measured = proposer_->seconds_per_token();
+  const double draft_pass = measured >= 0 ? measured : proposer_->cost_per_token() * spec_cost_.step_seconds(1);
   draft_requests_.clear();
   for (Sequence* s : sched_.running()) {
     s->draft.clear();
+    const int64_t budget = int64_t(sc.max_step_tokens) - planned;
     if (s->pending() != 1 || budget <= 0) continue;
     if (s->params.sample && !s->params.verify) continue;  // a request that cannot verify drafts
     int64_t k = sc.num_spec_tokens;
     if (sc.adaptive) {
-      k = best_spec_length(s->spec_accept_rate(), sc.num_spec_tokens, sc.verify_cost, proposer_->cost_per_token());
+      k = spec_cost_.best_length(s->spec_accept_rate(), int32_t(std::min<int64_t>(k, budget)), planned, decoding, draft_pass);
       if (k == 0 && ++s->spec_idle_steps >= 16) k = 1;  // a probe now and then: the text may change
     }
     k = std::min({k, s->max_len - s->len() - 1, budget});  // the accepted drafts + 1 fit max_len
     if (k <= 0) continue;
     s->spec_idle_steps = 0;
-    budget -= k;
+    planned += k;
     draft_requests_.push_back({s->id, s->tokens, int32_t(k), &s->draft});
   }
   if (draft_requests_.empty()) return;
@@ -208,6 +213,7 @@ void ContinuousBatchingEngine::verify_chunk(const ScheduledChunk& c, const Logit
   s->usage.spec.accepted_tokens += accepted;
   s->spec_hits = 0.9 * s->spec_hits + accepted;
   s->spec_trials = 0.9 * s->spec_trials + accepted + (accepted < k ? 1 : 0);
+  st.num_verified_seqs += 1;
   st.num_draft_tokens += k;
   st.num_accepted_tokens += accepted;
   // 3. Emit them in order, as plain decoding would, until the request ends.
@@ -242,7 +248,14 @@ Result<StepStats> ContinuousBatchingEngine::step() {
   st.num_decode_seqs = b.num_decode_seqs;
   st.num_sampled = int32_t(b.sampled_tokens_indices.size());
 
+  const auto t0 = Sequence::Clock::now();
   Result<LogitsRows> logits = runner_.forward(b);
+  // A step of decode rows and verification chunks only: what the cost model learns from.
+  const bool decode_only = std::all_of(out.chunks.begin(), out.chunks.end(), [](const ScheduledChunk& c) {
+    return c.num_draft > 0 || (c.sample && c.num_tokens == 1);
+  });
+  if (logits && decode_only && proposer_)
+    spec_cost_.observe_step(b.num_tokens(), std::chrono::duration<double>(Sequence::Clock::now() - t0).count());
   if (logits && (logits->rows() != int64_t(st.num_sampled) || (st.num_sampled > 0 && logits->vocab <= 0)))
     logits = make_error("the model runner returned " + str(logits->rows()) + " logits rows for " + str(st.num_sampled) +
                             " sampled tokens",

@@ -44,7 +44,8 @@ struct StepStats {
   int32_t num_sampled = 0;     // R
   int32_t num_preempted = 0;
   int32_t num_finished = 0;
-  int32_t num_draft_tokens = 0;     // speculative decoding: drafts verified this step
+  int32_t num_verified_seqs = 0;    // speculative decoding: verification chunks this step
+  int32_t num_draft_tokens = 0;     // drafts verified this step
   int32_t num_accepted_tokens = 0;  // of those, accepted
   int32_t num_generated = 0;        // tokens appended to requests this step
   bool idle() const { return num_seqs == 0; }
@@ -67,6 +68,7 @@ class ContinuousBatchingEngine {
   // config.spec.num_spec_tokens drafts per sequence and step.
   void set_proposer(Proposer* proposer) { proposer_ = proposer; }
   const Proposer* proposer() const { return proposer_; }
+  const SpecCostModel& spec_costs() const { return spec_cost_; }
   // Steps until no request is waiting or running (or `max_steps` steps, if >= 0).
   Status run_until_done(int64_t max_steps = -1);
 
@@ -107,6 +109,7 @@ class ContinuousBatchingEngine {
   std::vector<RequestId> deferred_cancels_;
   Proposer* proposer_ = nullptr;
   std::vector<DraftRequest> draft_requests_;  // reused by propose()
+  SpecCostModel spec_cost_;
 };
 
 }  // namespace ggflow::serving

@@ -30,18 +30,54 @@ Status NgramProposer::propose(std::span<DraftRequest> requests) {
   return {};
 }
 
-int32_t best_spec_length(double a, int32_t max_k, double verify_cost, double propose_cost) {
+int32_t best_spec_length(double a, int32_t max_k, const std::function<double(int32_t)>& cost) {
   a = std::clamp(a, 0.0, 0.999);
   int32_t best = 0;
-  double best_rate = 1.0;  // k = 0: one token per step at cost 1
+  double best_rate = 1.0 / cost(0);  // k = 0: one token per plain step
   double emitted = 1.0, ak = 1.0;
   for (int32_t k = 1; k <= max_k; ++k) {
     ak *= a;
     emitted += ak;  // 1 + a + ... + a^k
-    const double rate = emitted / (1.0 + k * (verify_cost + propose_cost));
+    const double rate = emitted / cost(k);
     if (rate > best_rate * 1.0001) best = k, best_rate = rate;
   }
   return best;
+}
+
+int32_t best_spec_length(double a, int32_t max_k, double verify_cost, double propose_cost) {
+  return best_spec_length(a, max_k, [&](int32_t k) { return 1.0 + k * (verify_cost + propose_cost); });
+}
+
+void update_mean(double& mean, int64_t& n, double x) {
+  ++n;
+  mean += (x - mean) / double(std::min<int64_t>(n, 20));
+}
+
+SpecCostModel::SpecCostModel(int32_t max_tokens, double prior_token_cost)
+    : t_(size_t(std::max(1, max_tokens)) + 1, 0.0), n_(t_.size(), 0), prior_(prior_token_cost) {}
+
+void SpecCostModel::observe_step(int64_t tokens, double seconds) {
+  if (tokens < 1 || tokens >= int64_t(t_.size()) || !(seconds > 0)) return;
+  update_mean(t_[size_t(tokens)], n_[size_t(tokens)], seconds);
+}
+
+double SpecCostModel::step_seconds(int64_t tokens) const {
+  tokens = std::clamp<int64_t>(tokens, 1, int64_t(t_.size()) - 1);
+  if (n_[size_t(tokens)] > 0) return t_[size_t(tokens)];
+  // The nearest measured size (the smaller one on a tie), scaled by the prior.
+  for (int64_t d = 1; d < int64_t(t_.size()); ++d)
+    for (int64_t m : {tokens - d, tokens + d})
+      if (m >= 1 && m < int64_t(t_.size()) && n_[size_t(m)] > 0)
+        return t_[size_t(m)] * (1 + prior_ * double(tokens - 1)) / (1 + prior_ * double(m - 1));
+  return 1 + prior_ * double(tokens - 1);  // nothing measured: in units of a one-token step
+}
+
+int32_t SpecCostModel::best_length(double a, int32_t max_k, int64_t planned, int64_t decoding, double draft_pass_s) const {
+  const double share = step_seconds(decoding) / double(std::max<int64_t>(1, decoding));  // a plain step's, per sequence
+  const double before = step_seconds(planned);
+  return best_spec_length(a, max_k, [&](int32_t k) {
+    return share + (step_seconds(planned + k) - before) + k * draft_pass_s;
+  });
 }
 
 }  // namespace ggflow::serving

@@ -22,6 +22,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <vector>
@@ -33,12 +34,13 @@ namespace ggflow::serving {
 
 struct SpecConfig {
   int32_t num_spec_tokens = 0;  // k at most per sequence and step; 0: speculation off
-  // Draft and verified tokens of all decoding sequences in one step at most (they share the
-  // step's weight pass; past a few tokens per sequence the step stops being bandwidth-bound).
-  // Speculation shrinks as the batch grows and is off with this many decoding sequences.
-  int32_t max_step_tokens = 16;
-  // Cost of one more verified token relative to a decode step (the adaptive k's model).
-  double verify_cost = 0.08;
+  // Tokens of a step's decode rows and verification chunks together at most: speculation is off
+  // with this many decoding sequences (and SpecCostModel shrinks it well before, as the batch's
+  // step stops being bandwidth-bound).
+  int32_t max_step_tokens = 32;
+  // SpecCostModel's prior for a step size not measured yet: each token past the first costs this
+  // fraction of a one-token step (the weights are read once per step).
+  double prior_token_cost = 0.05;
   bool adaptive = true;         // false: always ask for num_spec_tokens (tests, benchmarks)
 };
 
@@ -54,8 +56,11 @@ class Proposer {
  public:
   virtual ~Proposer() = default;
   virtual std::string name() const = 0;
-  // Time to propose one token, as a fraction of the target's decode step (the adaptive k's model).
+  // Time to propose one more token, as a fraction of the target's decode step: the adaptive k's
+  // prior until seconds_per_token() is measured.
   virtual double cost_per_token() const = 0;
+  // Measured seconds per further draft token (a draft model's decode pass), < 0 until measured.
+  virtual double seconds_per_token() const { return cost_per_token() == 0 ? 0.0 : -1.0; }
   // Fills each request's draft. An error drops every proposal of the step (decoding goes on
   // without them).
   virtual Status propose(std::span<DraftRequest> requests) = 0;
@@ -80,8 +85,34 @@ class NgramProposer final : public Proposer {
 };
 
 // Adaptive speculation length: with per-token acceptance `accept_rate`, k drafts emit
-// (1 - a^(k+1)) / (1 - a) tokens per step at a cost of 1 + k * (verify_cost + propose_cost); the k
-// in [0, max_k] with the most tokens per unit of cost.
+// (1 - a^(k+1)) / (1 - a) tokens per step at a cost of cost(k) (cost(0): a plain step); the k in
+// [0, max_k] with the most tokens per unit of cost (the smaller k on a tie).
+int32_t best_spec_length(double accept_rate, int32_t max_k, const std::function<double(int32_t)>& cost);
+// The same with cost(k) = 1 + k * (verify_cost + propose_cost).
 int32_t best_spec_length(double accept_rate, int32_t max_k, double verify_cost, double propose_cost);
+
+// A running mean over the first 20 samples, then an exponential one (the host drifts: bandwidth,
+// neighbours). `n` counts the samples.
+void update_mean(double& mean, int64_t& n, double x);
+
+// What speculation costs on this host, learned from the engine's own steps rather than constants:
+// the target's time for a step of T tokens made only of decode rows and verification chunks (a
+// running mean per T; the proposer measures its own time per draft token). A step size not
+// measured yet is estimated from the nearest measured one with the prior (prior_token_cost per
+// token).
+class SpecCostModel {
+ public:
+  SpecCostModel(int32_t max_tokens, double prior_token_cost);
+  void observe_step(int64_t tokens, double seconds);
+  double step_seconds(int64_t tokens) const;
+  // Drafts for one more sequence (acceptance `a`), with `planned` tokens already in the step and
+  // `decoding` sequences in it: the k with the most tokens per second of its share of the step.
+  int32_t best_length(double a, int32_t max_k, int64_t planned, int64_t decoding, double draft_pass_s) const;
+
+ private:
+  std::vector<double> t_;       // [max_tokens + 1] seconds per step of T tokens
+  std::vector<int64_t> n_;      // samples behind each
+  double prior_;
+};
 
 }  // namespace ggflow::serving
