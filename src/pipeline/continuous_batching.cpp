@@ -87,6 +87,7 @@ Result<RequestId> ContinuousBatchingPipeline::add_request_tokens(std::vector<int
     if (!cs) return cs.error();
     constrained = *cs;
     rp.sample = [cs = constrained](std::span<const float> logits) { return cs->sample(logits); };
+    rp.speculate = false;
   } else {
     serving::set_sampler(rp, p, prompt_ids);
   }

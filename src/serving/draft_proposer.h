@@ -8,7 +8,7 @@
 // rejected suffix is dropped and its blocks freed), as one batch over all requests with at most
 // `max_chunk` tokens each (a longer catch-up, a new prompt, takes several steps and proposes
 // nothing meanwhile), then runs one decode batch per further draft token. Drafts are the draft
-// model's argmax: deterministic proposals, as text::Sampler::verify assumes.
+// model's argmax: deterministic proposals (speculative.h, Exactness).
 #pragma once
 
 #include <cstdint>

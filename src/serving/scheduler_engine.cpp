@@ -135,7 +135,7 @@ void ContinuousBatchingEngine::propose() {
     s->draft.clear();
     const int64_t budget = int64_t(sc.max_step_tokens) - planned;
     if (s->pending() != 1 || budget <= 0) continue;
-    if (s->params.sample && !s->params.verify) continue;  // a request that cannot verify drafts
+    if (!s->params.speculate) continue;
     int64_t k = sc.num_spec_tokens;
     if (sc.adaptive) {
       k = spec_cost_.best_length(s->spec_accept_rate(), int32_t(std::min<int64_t>(k, budget)), planned, decoding, draft_pass);
@@ -186,8 +186,10 @@ void ContinuousBatchingEngine::verify_chunk(const ScheduledChunk& c, const Logit
   s->draft.clear();
   const auto k = int32_t(draft.size());
   GGFLOW_CHECK(k == c.num_draft, "a verification chunk's drafts changed after scheduling");
-  // 1. The tokens plain decoding would emit: row i decides the token after draft i - 1; the first
-  //    rejected draft is replaced, and when all stand the last row gives one more.
+  // 1. The tokens plain decoding would emit: row i's token is sampled as plain decoding samples it
+  //    (one draw of the request's generator per emitted token), and draft i stands iff it equals
+  //    that token; the first that does not is replaced by it, and when all stand the last row
+  //    gives one more.
   std::vector<int32_t> emitted;
   int32_t accepted = 0;
   bool broken = false;  // a row with NaN/Inf: plain decoding would have failed there
@@ -197,9 +199,7 @@ void ContinuousBatchingEngine::verify_chunk(const ScheduledChunk& c, const Logit
       broken = true;
       break;
     }
-    int32_t tok;
-    if (i < k) tok = s->params.verify ? s->params.verify(row, draft[size_t(i)]) : greedy(row);
-    else tok = s->params.sample ? s->params.sample(row) : greedy(row);
+    const int32_t tok = s->params.sample ? s->params.sample(row) : greedy(row);
     emitted.push_back(tok);
     if (i == k || tok != draft[size_t(i)]) break;
     ++accepted;

@@ -6,7 +6,6 @@ namespace ggflow::serving {
 void set_sampler(RequestParams& rp, const SamplingParams& params, std::span<const int32_t> prompt) {
   auto sampler = std::make_shared<Sampler>(params, prompt);
   rp.sample = [sampler](std::span<const float> logits) { return sampler->sample(logits); };
-  rp.verify = [sampler](std::span<const float> logits, int32_t draft) { return sampler->verify(logits, draft); };
 }
 
 RequestOutput Sequence::output() const {

@@ -31,10 +31,6 @@ using text::SamplingParams;
 
 // Turns one logits row (f32 [vocab]) into a token id. Empty: greedy (argmax, lowest id on ties).
 using TokenSampleFn = std::function<int32_t(std::span<const float> logits)>;
-// Speculative decoding: the token to emit at a position whose draft token is `draft`, distributed
-// exactly as TokenSampleFn's answer would be (text::Sampler::verify). The draft was accepted iff
-// the answer equals it.
-using DraftVerifyFn = std::function<int32_t(std::span<const float> logits, int32_t draft)>;
 // Sees the logits row (f32 [vocab]) each generated token was chosen from, in order (tests compare
 // them with memcmp; --dump-logits).
 using LogitsCallback = std::function<void(RequestId id, std::span<const float> logits)>;
@@ -46,16 +42,17 @@ struct RequestParams {
   int64_t max_tokens = 16;               // >= 1: generated tokens at most (also capped by max_model_len)
   std::vector<int32_t> stop_token_ids;   // generation ends after emitting one of these (it is kept in the output)
   TokenSampleFn sample;                  // empty: greedy; see set_sampler() for text::Sampler
-  // How a draft token is checked: empty with `sample` empty: greedy (kept iff it is the argmax);
-  // empty with `sample` set: the request is never speculated (e.g. a grammar-constrained one).
-  DraftVerifyFn verify;
+  // Speculative decoding samples a draft's position with `sample` and keeps the draft iff the
+  // answer equals it (serving/speculative.h); false: never speculated (a grammar-constrained
+  // request's sampler is left out).
+  bool speculate = true;
   TokenCallback on_token;                // optional streaming callback
   LogitsCallback on_logits;              // optional
   int32_t logprobs = -1;                 // >= 0: record each generated token's StepLogprobs (that many top tokens)
 };
 
-// Sets `sample` and `verify` of `rp` to one text::Sampler (its penalties and per-request RNG).
-// The sampler is stateful: one per request. `params` must have passed validate().
+// Sets `sample` of `rp` to a text::Sampler (its penalties and per-request RNG). The sampler is
+// stateful: one per request. `params` must have passed validate().
 void set_sampler(RequestParams& rp, const SamplingParams& params, std::span<const int32_t> prompt);
 
 // What speculative decoding did for a request.

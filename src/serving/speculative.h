@@ -3,22 +3,24 @@
 // Model. Before a step, the engine asks a Proposer for up to k draft tokens to follow each
 // decoding sequence (its tokens end with the pending token, the one sampled last). The scheduler
 // runs the pending token and its drafts as one verification chunk, every row sampled; the engine
-// then walks the rows: row i decides the token after draft i-1 with the request's own sampler
-// (RequestParams::verify): at temperature 0 the argmax, so a draft stands iff it is the token plain
-// decoding would produce; with sampling, the rejection rule of Leviathan et al. / Chen et al. for
-// a proposal with all its mass on the draft (text::Sampler::verify), so the output is distributed
-// as the target model's. The first rejected draft is replaced by the verifier's token; when all are
-// accepted the last row gives one more. The K/V of the pending token and the accepted drafts is
-// committed; the rejected drafts' is dropped (BlockManager::truncate), so the block manager and the
-// prefix cache only ever hold what plain decoding would hold.
+// then walks the rows in order: row i's token is chosen exactly as plain decoding chooses it (the
+// request's own sampler: the argmax at temperature 0, else one draw of its seeded generator), and
+// draft i stands iff it equals that token. The first draft that does not is replaced by it; when
+// all stand, the last row gives one more. The K/V of the pending token and the accepted drafts is
+// committed; the rejected drafts' is dropped (BlockManager::truncate), so the block manager and
+// the prefix cache only ever hold what plain decoding would hold.
 //
 // Exactness. The paged model's rows do not depend on the batch they run in (batch invariance,
 // tested by memcmp): the verification chunk's row for a position equals the decode row plain
-// decoding would compute there, bit for bit. Greedy speculative output is therefore plain greedy
-// output, token for token and logit for logit, whatever the proposer proposes.
-//
-// Proposers here are deterministic (a draft model's argmax, an n-gram lookup): a proposal is a
-// point mass, which is what text::Sampler::verify's rule assumes.
+// decoding would compute there, bit for bit. And the sampler sees the same rows in the same order
+// and draws once per emitted token, as in plain decoding. So the output is plain decoding's, token
+// for token, for greedy and for seeded sampling alike, whatever the proposer proposes.
+// For sampling this is the rejection rule of Leviathan et al. / Chen et al. for proposals that put
+// all their mass on one token (ours are deterministic: prompt lookup, a draft model's argmax): it
+// accepts draft d with probability min(1, p(d) / q(d)) = p(d) and otherwise draws from
+// max(0, p - q) normalized = p without d. Accepting iff the target's own draw equals d has exactly
+// these probabilities; it realizes the rule with the target's draw, which is why a seed gives the
+// same text with or without speculation.
 #pragma once
 
 #include <cstdint>

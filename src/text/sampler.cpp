@@ -47,44 +47,6 @@ Sampler::Sampler(SamplingParams params, std::span<const int32_t> prompt) : p_(st
 void Sampler::accept(int32_t token) { ++generated_counts_[token]; }
 
 int32_t Sampler::sample(std::span<const float> logits) {
-  const int32_t greedy = adjust(logits);
-  if (greedy >= 0) {
-    accept(greedy);
-    return greedy;
-  }
-  distribution();
-  const int32_t tok = draw(-1);
-  accept(tok);
-  return tok;
-}
-
-int32_t Sampler::verify(std::span<const float> logits, int32_t draft) {
-  const int32_t greedy = adjust(logits);
-  if (greedy >= 0) {  // temperature 0: the draft stands iff it is the argmax
-    accept(greedy);
-    return greedy;
-  }
-  distribution();
-  // Rejection sampling with a proposal that puts all its mass on `draft` (q = δ_draft):
-  // accept with probability min(1, p(draft) / q(draft)) = p(draft); otherwise draw from the
-  // residual max(0, p - q) renormalized, which is p without `draft`. The emitted token is then
-  // distributed exactly as p (Leviathan et al. 2023, Chen et al. 2023).
-  double p_draft = 0;
-  for (size_t k = 0; k < prob_.size(); ++k)
-    if (ids_[k] == draft) p_draft = prob_[k] / total_;
-  if (p_draft > 0) {
-    const double u = double(rng_() >> 11) * 0x1.0p-53;
-    if (u < p_draft) {
-      accept(draft);
-      return draft;
-    }
-  }
-  const int32_t tok = draw(draft);
-  accept(tok);
-  return tok;
-}
-
-int32_t Sampler::adjust(std::span<const float> logits) {
   const size_t n = logits.size();
   work_.assign(logits.begin(), logits.end());  // f64 [n_vocab]
   // A NaN logit (a damaged model's row) counts as -inf: it would break the ordering of every
@@ -110,77 +72,68 @@ int32_t Sampler::adjust(std::span<const float> logits) {
     work_[size_t(tok)] -= p_.presence_penalty + p_.frequency_penalty * c;
   }
   // 3. greedy
-  if (p_.temperature != 0) return -1;
-  size_t best = 0;
-  for (size_t k = 1; k < n; ++k)
-    if (work_[k] > work_[best]) best = k;
-  return int32_t(best);
-}
-
-void Sampler::distribution() {
-  const size_t n = work_.size();
+  if (p_.temperature == 0) {
+    size_t best = 0;
+    for (size_t k = 1; k < n; ++k)
+      if (work_[k] > work_[best]) best = k;
+    accept(int32_t(best));
+    return int32_t(best);
+  }
   // Candidates sorted by logit, descending, lowest id first on ties (the order of steps 4-9).
-  ids_.resize(n);
-  std::iota(ids_.begin(), ids_.end(), 0);
+  std::vector<int32_t> ids(n);
+  std::iota(ids.begin(), ids.end(), 0);
   auto by_logit = [&](int32_t a, int32_t b) {
     return work_[size_t(a)] > work_[size_t(b)] || (work_[size_t(a)] == work_[size_t(b)] && a < b);
   };
   // 4. top-k
+  size_t keep = n;
   if (p_.top_k > 0 && size_t(p_.top_k) < n) {
-    const size_t keep = size_t(p_.top_k);
-    std::partial_sort(ids_.begin(), ids_.begin() + long(keep), ids_.end(), by_logit);
-    ids_.resize(keep);
+    keep = size_t(p_.top_k);
+    std::partial_sort(ids.begin(), ids.begin() + long(keep), ids.end(), by_logit);
+    ids.resize(keep);
   } else {
-    std::sort(ids_.begin(), ids_.end(), by_logit);
+    std::sort(ids.begin(), ids.end(), by_logit);
   }
   // drop -inf candidates (e.g. banned by logit_bias = -100 is finite, but logits may carry -inf)
-  while (ids_.size() > 1 && std::isinf(work_[size_t(ids_.back())]) && work_[size_t(ids_.back())] < 0) ids_.pop_back();
+  while (ids.size() > 1 && std::isinf(work_[size_t(ids.back())]) && work_[size_t(ids.back())] < 0) ids.pop_back();
   // 5-6. temperature, softmax (f64)
-  prob_.resize(ids_.size());
-  const double top = work_[size_t(ids_[0])] / p_.temperature;
+  std::vector<double> prob(ids.size());
+  const double top = work_[size_t(ids[0])] / p_.temperature;
   double sum = 0;
-  for (size_t k = 0; k < ids_.size(); ++k) {
-    prob_[k] = std::exp(work_[size_t(ids_[k])] / p_.temperature - top);
-    sum += prob_[k];
+  for (size_t k = 0; k < ids.size(); ++k) {
+    prob[k] = std::exp(work_[size_t(ids[k])] / p_.temperature - top);
+    sum += prob[k];
   }
-  for (double& q : prob_) q /= sum;
+  for (double& q : prob) q /= sum;
   // 7. top-p: smallest prefix whose mass reaches top_p
   if (p_.top_p < 1.0) {
     double mass = 0;
     size_t k = 0;
-    while (k < prob_.size()) {
-      mass += prob_[k++];
+    while (k < prob.size()) {
+      mass += prob[k++];
       if (mass >= p_.top_p) break;
     }
-    prob_.resize(k);
+    prob.resize(k);
   }
   // 8. min-p, relative to the most likely token
   if (p_.min_p > 0) {
-    const double floor_p = p_.min_p * prob_[0];
+    const double floor_p = p_.min_p * prob[0];
     size_t k = 1;
-    while (k < prob_.size() && prob_[k] >= floor_p) ++k;
-    prob_.resize(k);
+    while (k < prob.size() && prob[k] >= floor_p) ++k;
+    prob.resize(k);
   }
-  ids_.resize(prob_.size());
-  total_ = std::accumulate(prob_.begin(), prob_.end(), 0.0);
-}
-
-int32_t Sampler::draw(int32_t excluded) {
-  // 9. draw, over the candidates but `excluded` (the rejected draft: the residual distribution).
-  double total = total_;
-  for (size_t k = 0; k < prob_.size(); ++k)
-    if (ids_[k] == excluded) total -= prob_[k];
+  double total = std::accumulate(prob.begin(), prob.end(), 0.0);
+  // 9. draw
   const double u = double(rng_() >> 11) * 0x1.0p-53 * total;
   double acc = 0;
-  size_t pick = prob_.size();
-  for (size_t k = 0; k < prob_.size(); ++k) {
-    if (ids_[k] == excluded) continue;
-    pick = k;  // the last allowed candidate if rounding leaves u beyond every partial sum
-    acc += prob_[k];
-    if (u < acc) break;
+  size_t pick = prob.size() - 1;
+  for (size_t k = 0; k < prob.size(); ++k) {
+    acc += prob[k];
+    if (u < acc) { pick = k; break; }
   }
-  if (pick == prob_.size()) return ids_[0];  // only `excluded` had mass (cannot happen: it was rejected)
-  return ids_[pick];
+  int32_t tok = ids[pick];
+  accept(tok);
+  return tok;
 }
 
 }  // namespace ggflow::text

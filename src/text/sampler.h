@@ -62,12 +62,6 @@ class Sampler {
 
   // Samples the next token from `logits` (f32 [n_vocab]) and records it as generated.
   int32_t sample(std::span<const float> logits);
-  // Speculative decoding: the token to emit at a position whose draft token is `draft`, chosen so
-  // that it is distributed exactly as sample(logits) would be: at temperature 0 the argmax (the
-  // draft stands iff it equals it); otherwise the draft is accepted with probability p(draft) and
-  // else replaced by a draw from p without it (the rejection rule of Leviathan et al. / Chen et
-  // al. for a proposal that puts all its mass on `draft`). Records the returned token.
-  int32_t verify(std::span<const float> logits, int32_t draft);
   // Records a token generated elsewhere (e.g. forced), for the penalties.
   void accept(int32_t token);
 
@@ -77,17 +71,7 @@ class Sampler {
   SamplingParams p_;
   std::mt19937_64 rng_;
   std::unordered_map<int32_t, int32_t> prompt_counts_, generated_counts_;
-  // Steps 1-3 into work_: the greedy token at temperature 0, else -1.
-  int32_t adjust(std::span<const float> logits);
-  // Steps 4-8 over work_ into ids_ / prob_ (descending, unnormalized after the cuts; total_).
-  void distribution();
-  // Step 9 over ids_ / prob_, skipping `excluded` (-1: none).
-  int32_t draw(int32_t excluded);
-
-  std::vector<double> work_;   // f64 [n_vocab] adjusted logits of the current step
-  std::vector<int32_t> ids_;   // candidates of the current step, in the order of steps 4-9
-  std::vector<double> prob_;   // their probabilities (before step 9's renormalization)
-  double total_ = 0;
+  std::vector<double> work_;  // f64 [n_vocab] adjusted logits of the current step
 };
 
 }  // namespace ggflow::text

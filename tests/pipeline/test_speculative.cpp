@@ -1,7 +1,7 @@
 // Speculative decoding on real models (issue #30): greedy output with each proposer is plain greedy
 // decoding, token for token and logit for logit: the rows the emitted tokens were chosen from are
 // compared with memcmp against the raw, SDPA and paged layouts' plain greedy runs, for requests alone
-// and four in a batch, on 1 and 2 threads. SmolLM2-135M (prompt lookup, and itself as the draft),
+// and four in a batch, on 1 and 2 threads; seeded sampled output is plain seeded output. SmolLM2-135M (prompt lookup, and itself as the draft),
 // Qwen2.5-Coder 0.5B (lookup) and 1.5B with the 0.5B as draft; a draft model of another vocabulary
 // is refused with the token that differs.
 #include <gtest/gtest.h>
@@ -11,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <optional>
 
 #include "model_files.h"
 #include "pipeline/continuous_batching.h"
@@ -71,9 +72,18 @@ Result<Run> layout_greedy(const runtime::ModelFile& file, transforms::Layout lay
   return r;
 }
 
-// The requests together through the continuous-batching pipeline with speculation.
+text::SamplingParams greedy_params(int n) {
+  text::SamplingParams sp;
+  sp.temperature = 0;
+  sp.max_tokens = n;
+  sp.ignore_eos = true;  // exactly n tokens, as the reference
+  return sp;
+}
+
+// The requests together through the continuous-batching pipeline (with speculation if `spec`).
 Result<std::vector<Run>> speculative(const runtime::ModelFile& file, const SpeculativeOptions& spec,
-                                     const std::vector<std::vector<int32_t>>& ids, int n, int threads) {
+                                     const std::vector<std::vector<int32_t>>& ids, int n, int threads,
+                                     std::optional<text::SamplingParams> params = std::nullopt) {
   serving::EngineConfig cfg;
   cfg.num_blocks = 64;
   runtime::CompileOptions co;
@@ -84,10 +94,7 @@ Result<std::vector<Run>> speculative(const runtime::ModelFile& file, const Specu
   (*pipe)->set_logits_observer([&](serving::RequestId id, std::span<const float> row) {
     rows[id].emplace_back(row.begin(), row.end());
   });
-  text::SamplingParams sp;
-  sp.temperature = 0;
-  sp.max_tokens = n;
-  sp.ignore_eos = true;  // exactly n tokens, as the reference
+  const text::SamplingParams sp = params ? *params : greedy_params(n);
   std::vector<serving::RequestId> req;
   for (const auto& p : ids) {
     auto id = (*pipe)->add_request_tokens(p, sp);
@@ -150,6 +157,19 @@ void check_model(const std::string& path, const SpeculativeOptions& spec, int n,
       EXPECT_TRUE(same_rows(got.rows, want.rows)) << "prompt " << i << ": logits differ from plain decoding";
       drafts += got.spec.draft_tokens, accepted += got.spec.accepted_tokens;
     }
+  }
+  // Seeded sampling: the same tokens and rows as plain seeded sampling (one draw per token).
+  text::SamplingParams sampled = greedy_params(n);
+  sampled.temperature = 0.8;
+  sampled.seed = 7;
+  auto plain = speculative(**file, SpeculativeOptions{}, ids, n, threads.back(), sampled);
+  ASSERT_TRUE(plain.ok()) << plain.error().str();
+  auto spec_sampled = speculative(**file, spec, ids, n, threads.back(), sampled);
+  ASSERT_TRUE(spec_sampled.ok()) << spec_sampled.error().str();
+  for (size_t i = 0; i < ids.size(); ++i) {
+    EXPECT_EQ((*spec_sampled)[i].tokens, (*plain)[i].tokens) << "sampled, prompt " << i;
+    EXPECT_TRUE(same_rows((*spec_sampled)[i].rows, (*plain)[i].rows)) << "sampled, prompt " << i;
+    drafts += (*spec_sampled)[i].spec.draft_tokens, accepted += (*spec_sampled)[i].spec.accepted_tokens;
   }
   EXPECT_GT(accepted, 0) << "no draft was ever accepted: the test proves nothing";
   EXPECT_LT(accepted, drafts + 1);
