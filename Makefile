@@ -6,7 +6,7 @@ PROMPT  ?= What is the capital of France? Answer in one sentence.
 FUZZ_SECONDS ?= 60
 FUZZ_TEST_SECONDS ?= 10
 
-.PHONY: all setup models configure build build-ggflow run serve bench bench-structured test test-asan test-tsan fuzz clean
+.PHONY: all setup models configure build build-ggflow run serve bench bench-structured bench-speculative test test-asan test-tsan fuzz clean
 all: build
 
 setup:
@@ -56,6 +56,14 @@ STRUCTURED_MODELS ?= models/smollm2-135m-instruct-q4_1.gguf models/qwen2.5-coder
 bench-structured: build-ggflow models
 	@PATH="$(CURDIR)/.venv/bin:$$PATH" JOBS=$(JOBS) bench/install_llamacpp.sh >/dev/null
 	@.venv/bin/python bench/structured_decode.py --rounds 3 $(STRUCTURED_MODELS)
+
+# Speculative decoding: plain decode, prompt lookup and the 0.5B draft for the 1.5B target on the
+# code-editing prompt set, against llama.cpp's llama-speculative (bench/speculative.py;
+# docs/BENCHMARKS.md). On an idle machine.
+bench-speculative: configure models
+	@cmake --build $(BUILD) -j$(JOBS) --target ggflow matmul_kernels
+	@PATH="$(CURDIR)/.venv/bin:$$PATH" JOBS=$(JOBS) bench/install_llamacpp.sh >/dev/null
+	@.venv/bin/python bench/speculative.py --rounds 3 models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf
 
 # The whole suite, then every fuzz target for FUZZ_TEST_SECONDS, then both sanitizer builds on
 # their subsets (scripts/sanitize.sh): any failure, crash or sanitizer report fails.

@@ -11,7 +11,8 @@ over --rounds rounds in which the tools alternate: ggflow (plain and lookup, one
 alternating prompt by prompt), ggflow (plain and draft), llama.cpp (each prompt). ggflow's bench
 checks that every speculative answer equals the plain one. llama-speculative gets the prompt
 rendered by the target's chat template (`ggflow template`), the same draft file, -n tokens,
-greedy sampling and its own default draft settings. The table also gives the acceptance rates,
+greedy sampling, its default draft settings (--llama-draft-max 3 tokens per step: its best of 3, 8
+and 16 on these files) and the same thread count for both models. The table also gives the acceptance rates,
 the tokens per target pass, and the roofline of plain decode: read bandwidth (build/bench/
 matmul_kernels bandwidth) / the target's file size, the tokens/s a one-token step cannot pass.
 Never run it beside a build or a test suite on the same cores.
@@ -53,7 +54,7 @@ def llama_speculative(a, bin_, prompts):
             text = subprocess.run([a.ggflow, "template", "-m", a.target, "--messages", f.name, "--add-generation-prompt"],
                                   check=True, capture_output=True, text=True).stdout
         cmd = [bin_, "-m", a.target, "-md", a.draft, "-p", text, "-n", str(a.n), "-t", str(a.threads), "-td",
-               str(a.threads), "--temp", "0", "--top-k", "1", "-c", "4096", "--seed", "1", "--no-warmup"]
+               str(a.threads), "--temp", "0", "--top-k", "1", "-c", "4096", "--seed", "1", "--spec-draft-n-max", str(a.llama_draft_max)]
         p = subprocess.run(cmd, capture_output=True, text=True)
         log = p.stdout + p.stderr
         m = re.search(r"decoded\s+(\d+) tokens in\s+([\d.]+) seconds", log)
@@ -76,6 +77,9 @@ def main():
     ap.add_argument("-n", type=int, default=128)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--lookup", type=int, default=3)
+    ap.add_argument("--draft-max", type=int, default=8, help="ggflow: draft tokens per step at most (its default)")
+    ap.add_argument("--llama-draft-max", type=int, default=3,
+                    help="llama-speculative --spec-draft-n-max (its default, 3, was its best of 3, 8, 16 here)")
     ap.add_argument("--prompts", default=str(ROOT / "bench" / "spec_prompts.json"))
     ap.add_argument("--no-llama", action="store_true", help="ggflow only")
     ap.add_argument("target")
@@ -90,7 +94,7 @@ def main():
         lk = ggflow_bench(a, ["--lookup", str(a.lookup)])
         rows["plain (lookup run)"].append(lk["plain"]["avg_ts"])
         rows["lookup"].append(lk["lookup"]["avg_ts"])
-        dr = ggflow_bench(a, ["--draft-model", a.draft])
+        dr = ggflow_bench(a, ["--draft-model", a.draft, "--spec-tokens", str(a.draft_max)])
         rows["plain (draft run)"].append(dr["plain"]["avg_ts"])
         rows["draft"].append(dr["draft"]["avg_ts"])
         for mode, rec in (("lookup", lk["lookup"]), ("draft", dr["draft"])):

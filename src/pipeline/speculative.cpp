@@ -11,7 +11,7 @@ namespace ggflow::pipeline {
 namespace {
 constexpr int32_t kMaxSpecTokens = 32;
 constexpr int32_t kLookupDefaultK = 7;  // with the pending token, one 8-token matmul tile
-constexpr int32_t kDraftDefaultK = 4;
+constexpr int32_t kDraftDefaultK = 8;
 }  // namespace
 
 Status SpeculativeOptions::validate() const {
@@ -53,7 +53,8 @@ Result<std::unique_ptr<Speculation>> Speculation::create(const runtime::ModelFil
   auto sp = std::make_unique<Speculation>();
   sp->config.adaptive = spec.adaptive;
   if (spec.lookup > 0) {
-    sp->proposer = std::make_unique<serving::NgramProposer>(spec.lookup, 1);
+    // One-token matches are weak evidence: on the code-editing set they cost more than they gave.
+    sp->proposer = std::make_unique<serving::NgramProposer>(spec.lookup, std::min(2, spec.lookup));
     sp->config.num_spec_tokens = spec.num_spec_tokens > 0 ? spec.num_spec_tokens : kLookupDefaultK;
     return sp;
   }

@@ -16,7 +16,7 @@ namespace ggflow::pipeline {
 
 struct SpeculativeOptions {
   std::string draft_model;      // a .gguf with the target's vocabulary ("" = none)
-  int32_t lookup = 0;           // > 0: prompt-lookup proposals, n-grams of up to this many tokens
+  int32_t lookup = 0;           // > 0: prompt-lookup proposals, n-grams of 2 (1 if lookup == 1) up to this many tokens
   int32_t num_spec_tokens = 0;  // drafts per sequence and step at most; 0: the proposer's default
   bool adaptive = true;         // false: always ask for num_spec_tokens (benchmarks of a fixed k)
   bool enabled() const { return !draft_model.empty() || lookup > 0; }
