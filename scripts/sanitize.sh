@@ -19,7 +19,7 @@ case "$mode" in
     tests=(test_gguf_file test_gguf_malformed test_ir test_pattern test_transforms
            text_test_tokenizer_unit text_test_tokenizer_conformance text_test_template_engine
            text_test_template_conformance text_test_template_sandbox text_test_sampler
-           serving_test_block_manager serving_test_scheduler serving_test_scheduler_requests
+           serving_test_block_manager serving_test_scheduler serving_test_scheduler_requests serving_test_speculative
            test_continuous_batching test_openai_request test_engine_loop
            grammar_test_gbnf_parser grammar_test_grammars grammar_test_json_schema grammar_test_matcher
            test_tool_calls)

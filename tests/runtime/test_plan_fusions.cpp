@@ -34,7 +34,7 @@ Result<Run> run(const ModelFile& f, cpu::Isa isa, bool fusion) {
   ::setenv("GGFLOW_ISA", std::string(cpu::to_string(isa)).c_str(), 1);  // read when the plan is compiled
   if (!fusion) ::setenv("GGFLOW_PLAN_FUSION", "0", 1);
   auto m = f.layout_model(transforms::Layout::paged);
-  Result<std::unique_ptr<CompiledModel>> cm = m ? compile(std::move(*m), CompileOptions{.executor = Executor::cpu, .threads = 2})
+  Result<std::unique_ptr<CompiledModel>> cm = m ? compile(std::move(*m), CompileOptions{.executor = Executor::cpu, .threads = 2, .pool = {}})
                                                 : Result<std::unique_ptr<CompiledModel>>(m.error());
   ::unsetenv("GGFLOW_ISA");
   ::unsetenv("GGFLOW_PLAN_FUSION");

@@ -39,7 +39,7 @@ TEST(StepAllocations, PagedDecodeStepAllocatesNothing) {
   ASSERT_TRUE(file.ok()) << file.error().str();
   auto m = (*file)->layout_model(transforms::Layout::paged);
   ASSERT_TRUE(m.ok()) << m.error().str();
-  auto cm = compile(std::move(*m), CompileOptions{.executor = Executor::cpu, .threads = 2});
+  auto cm = compile(std::move(*m), CompileOptions{.executor = Executor::cpu, .threads = 2, .pool = {}});
   ASSERT_TRUE(cm.ok()) << cm.error().str();
   ASSERT_TRUE((*cm)->resize_caches(8).ok());
   const int64_t seqs = 3;
