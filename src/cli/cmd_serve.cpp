@@ -161,7 +161,7 @@ void add(CLI::App& app, int& rc) {
   cmd->add_option("--max-memory", o->max_memory, "refuse a model + KV cache that needs more (e.g. 8GiB; default: the memory available)");
   cmd->add_option("--executor", o->executor, "cpu | ref")->check(CLI::IsMember({"cpu", "ref"}))->capture_default_str();
   cmd->add_option("--draft-model", o->spec.draft_model, "speculative decoding: a smaller model with the same vocabulary proposes tokens");
-  cmd->add_option("--lookup", o->spec.lookup, "speculative decoding: prompt lookup with n-grams of up to N tokens (3 is typical)");
+  cmd->add_option("--lookup", o->spec.lookup, "speculative decoding: prompt lookup with n-grams of 2 to N tokens (3 is typical)");
   cmd->add_option("--spec-tokens", o->spec.num_spec_tokens, "speculative decoding: draft tokens per sequence and step at most (default: 8 draft model, 7 lookup)");
   cmd->callback([o, &rc] {
     warn_threads("serve", o->threads);
