@@ -135,8 +135,9 @@ bool print_text(std::string_view text) {
 }
 
 // One request through the continuous-batching pipeline over the paged model.
+// `note`: a statistics line about speculative decoding, printed after the answer.
 Result<pipeline::GenerationResult> run_paged(const Opts& o, const runtime::ModelFile& file,
-                                            const nlohmann::ordered_json& messages) {
+                                            const nlohmann::ordered_json& messages, std::string& note) {
   const auto& hp = file.hparams();
   const int64_t kv = int64_t(o.kv_blocks) * serving::BlockManager::kv_bytes_per_block(hp.n_layer, hp.n_head_kv, hp.head_dim,
                                                                                       file.kv_elem_bytes());
@@ -153,12 +154,13 @@ Result<pipeline::GenerationResult> run_paged(const Opts& o, const runtime::Model
   report(o, (*pipe)->compiled_model());
   if (const auto* proposer = (*pipe)->proposer(); proposer && (*pipe)->engine().output(*id)) {
     const auto u = (*pipe)->engine().output(*id)->usage;
-    std::fflush(stdout);
-    std::fprintf(stderr, "ggflow run: speculative (%s): %lld of %lld draft tokens accepted (%.0f%%), %.2f tokens per target step\n",
-                 proposer->name().c_str(), static_cast<long long>(u.spec.accepted_tokens),
-                 static_cast<long long>(u.spec.draft_tokens),
-                 u.spec.draft_tokens ? 100.0 * double(u.spec.accepted_tokens) / double(u.spec.draft_tokens) : 0.0,
-                 double(u.completion_tokens) / double(std::max<int64_t>(1, (*pipe)->engine().num_steps())));
+    char line[256];
+    std::snprintf(line, sizeof line, "ggflow run: speculative (%s): %lld of %lld draft tokens accepted (%.0f%%), %.2f tokens per target step\n",
+                  proposer->name().c_str(), static_cast<long long>(u.spec.accepted_tokens),
+                  static_cast<long long>(u.spec.draft_tokens),
+                  u.spec.draft_tokens ? 100.0 * double(u.spec.accepted_tokens) / double(u.spec.draft_tokens) : 0.0,
+                  double(u.completion_tokens) / double(std::max<int64_t>(1, (*pipe)->engine().num_steps())));
+    note = line;
   }
   return (*pipe)->result(*id);
 }
@@ -200,12 +202,14 @@ Status run_text(Opts o, const runtime::ModelFile& file) {
   o.sp.max_tokens = o.n < 0 ? 256 : o.n;
   if (o.seed >= 0) o.sp.seed = static_cast<uint64_t>(o.seed);
   const auto messages = nlohmann::ordered_json::array({{{"role", "user"}, {"content", o.prompt}}});
-  auto res = o.engine == "paged" ? run_paged(o, file, messages) : run_single(o, file, messages);
+  std::string note;
+  auto res = o.engine == "paged" ? run_paged(o, file, messages, note) : run_single(o, file, messages);
   if (!res) return res.error();
   // On a terminal the statistics start on a line of their own; in a pipe stdout is exactly the
   // answer. Flushed before stderr is written, so `2>&1` keeps the order too.
   if (isatty(fileno(stdout))) std::fputc('\n', stdout);
   std::fflush(stdout);
+  std::fputs(note.c_str(), stderr);
   const auto& u = res->usage;
   const auto& t = res->timing;
   std::fprintf(stderr, "ggflow run: %lld prompt tokens, %lld generated (%s); time to first token %.2f s, %.2f tokens/s\n",
