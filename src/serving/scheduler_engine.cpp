@@ -160,23 +160,27 @@ void ContinuousBatchingEngine::propose() {
   }
 }
 
-bool ContinuousBatchingEngine::sample_row(Sequence* s, std::span<const float> row, StepStats& st) {
+int32_t ContinuousBatchingEngine::choose(Sequence* s, std::span<const float> row) {
+  return s->params.sample ? s->params.sample(row) : greedy(row);
+}
+
+bool ContinuousBatchingEngine::emit(Sequence* s, std::span<const float> row, int32_t tok, StepStats& st) {
+  if (s->params.logprobs >= 0) s->logprobs.push_back(text::step_logprobs(row, tok, s->params.logprobs));
+  if (s->params.on_logits) s->params.on_logits(s->id, row);
+  if (!accept_token(s, tok)) return false;
+  ++st.num_finished;
+  return true;
+}
+
+void ContinuousBatchingEngine::sample_row(Sequence* s, std::span<const float> row, StepStats& st) {
   if (const char* bad = runtime::non_finite(row)) {  // a token sampled from it would be noise
     finish(s, FinishReason::Error,
            "the model produced " + std::string(bad) + " logits at step " + str(steps_) + " (position " +
                str(s->len() - 1) + "); the weights or the input are broken");
     ++st.num_finished;
-    return false;
+    return;
   }
-  const int32_t tok = s->params.sample ? s->params.sample(row) : greedy(row);
-  if (s->params.logprobs >= 0) s->logprobs.push_back(text::step_logprobs(row, tok, s->params.logprobs));
-  if (s->params.on_logits) s->params.on_logits(s->id, row);
-  ++st.num_generated;
-  if (accept_token(s, tok)) {
-    ++st.num_finished;
-    return false;
-  }
-  return true;
+  emit(s, row, choose(s, row), st);
 }
 
 void ContinuousBatchingEngine::verify_chunk(const ScheduledChunk& c, const LogitsRows& logits, int64_t first_row,
@@ -199,7 +203,7 @@ void ContinuousBatchingEngine::verify_chunk(const ScheduledChunk& c, const Logit
       broken = true;
       break;
     }
-    const int32_t tok = s->params.sample ? s->params.sample(row) : greedy(row);
+    const int32_t tok = choose(s, row);
     emitted.push_back(tok);
     if (i == k || tok != draft[size_t(i)]) break;
     ++accepted;
@@ -217,16 +221,8 @@ void ContinuousBatchingEngine::verify_chunk(const ScheduledChunk& c, const Logit
   st.num_draft_tokens += k;
   st.num_accepted_tokens += accepted;
   // 3. Emit them in order, as plain decoding would, until the request ends.
-  for (size_t i = 0; i < emitted.size(); ++i) {
-    auto row = logits.row(first_row + int64_t(i));
-    if (s->params.logprobs >= 0) s->logprobs.push_back(text::step_logprobs(row, emitted[i], s->params.logprobs));
-    if (s->params.on_logits) s->params.on_logits(s->id, row);
-    ++st.num_generated;
-    if (accept_token(s, emitted[i])) {
-      ++st.num_finished;
-      return;
-    }
-  }
+  for (size_t i = 0; i < emitted.size(); ++i)
+    if (emit(s, logits.row(first_row + int64_t(i)), emitted[i], st)) return;
   if (broken) {
     finish(s, FinishReason::Error,
            "the model produced NaN or Inf logits at step " + str(steps_) + " (position " + str(s->len() - 1) +

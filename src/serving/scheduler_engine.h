@@ -47,7 +47,6 @@ struct StepStats {
   int32_t num_verified_seqs = 0;    // speculative decoding: verification chunks this step
   int32_t num_draft_tokens = 0;     // drafts verified this step
   int32_t num_accepted_tokens = 0;  // of those, accepted
-  int32_t num_generated = 0;        // tokens appended to requests this step
   bool idle() const { return num_seqs == 0; }
 };
 
@@ -93,8 +92,13 @@ class ContinuousBatchingEngine {
   bool accept_token(Sequence* s, int32_t token);
   // Asks the proposer for the drafts of this step's decoding sequences (speculative.h).
   void propose();
-  // A sampled row's token (or an error end for a row with NaN/Inf). False: the request ended.
-  bool sample_row(Sequence* s, std::span<const float> row, StepStats& st);
+  // The token plain decoding chooses from `row`: the request's sampler, or the argmax.
+  static int32_t choose(Sequence* s, std::span<const float> row);
+  // Records `tok` (chosen from `row`: log-probabilities, the logits observer) and appends it. True:
+  // the request ended.
+  bool emit(Sequence* s, std::span<const float> row, int32_t tok, StepStats& st);
+  // A sampled row's token (or an error end for a row with NaN/Inf).
+  void sample_row(Sequence* s, std::span<const float> row, StepStats& st);
   // Verifies a verification chunk's drafts against its rows, commits the accepted ones, emits.
   void verify_chunk(const ScheduledChunk& c, const LogitsRows& logits, int64_t first_row, StepStats& st);
 
