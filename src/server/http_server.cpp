@@ -113,6 +113,7 @@ void Server::set_model(std::unique_ptr<pipeline::ContinuousBatchingPipeline> pip
   pipe_ = std::move(pipe);
   model_ = ModelInfo{cfg_.served_name, context, pipe_->format()};
   loop_ = std::make_unique<EngineLoop>(*pipe_, cfg_.loop, metrics_);
+  metrics_.set_model_name(cfg_.served_name);
   if (const runtime::CompiledModel* cm = pipe_->compiled_model())
     metrics_.set_kv_memory([cm] {
       const auto m = cm->cache_memory();
@@ -211,6 +212,15 @@ void Server::add_routes() {
     send_json(res, {{"status", "ready"}, {"model", model_.name}});
   });
   http_.Get("/metrics", [this](Req, Res res) { res.set_content(metrics_.render(), "text/plain; version=0.0.4"); });
+  // SGLang's load report, which vllm-router polls for its power_of_two policy: "load" is the
+  // requests the replica holds (running + waiting).
+  http_.Get("/get_load", [this](Req, Res res) {
+    const EngineGauges g = metrics_.gauges();
+    send_json(res, {{"load", g.running + g.waiting},
+                    {"num_requests_running", g.running},
+                    {"num_requests_waiting", g.waiting},
+                    {"kv_cache_usage_perc", g.num_blocks > 0 ? double(g.blocks_used) / g.num_blocks : 0.0}});
+  });
   if (cfg_.webui)
     http_.Get("/", [](Req, Res res) {
       const auto page = webui_page();
@@ -222,6 +232,8 @@ void Server::add_routes() {
   http_.Get(R"(/v1/models/(.+))", [this](Req req, Res res) { models(req, res); });
   post("/v1/chat/completions", &Server::chat);
   post("/v1/completions", &Server::completion);
+  post("/v1/chat/completions/render", &Server::chat_render);
+  post("/v1/completions/render", &Server::completion_render);
   post("/tokenize", &Server::tokenize);
   post("/detokenize", &Server::detokenize);
   post("/apply-template", &Server::apply_template);
@@ -233,14 +245,15 @@ void Server::add_routes() {
       send_error(res, {405, "invalid_request_error", "method_not_allowed", "", req.method + " is not allowed on " + req.path + "; use " + allow});
     };
   };
-  for (const char* path : {"/v1/chat/completions", "/v1/completions", "/tokenize", "/detokenize", "/apply-template"}) {
+  for (const char* path : {"/v1/chat/completions", "/v1/completions", "/v1/chat/completions/render",
+                           "/v1/completions/render", "/tokenize", "/detokenize", "/apply-template"}) {
     http_.Get(path, not_allowed("POST"));
     http_.Put(path, not_allowed("POST"));
     http_.Patch(path, not_allowed("POST"));
     http_.Delete(path, not_allowed("POST"));
     http_.Options(path, not_allowed("POST"));
   }
-  for (const char* path : {"/v1/models", R"(/v1/models/(.+))", "/health", "/ready", "/metrics"}) {
+  for (const char* path : {"/v1/models", R"(/v1/models/(.+))", "/health", "/ready", "/metrics", "/get_load"}) {
     http_.Post(path, not_allowed("GET"));
     http_.Put(path, not_allowed("GET"));
     http_.Patch(path, not_allowed("GET"));

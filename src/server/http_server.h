@@ -55,6 +55,9 @@ class Server {
   void generate(const std::string& body, httplib::Response& res, bool chat);
   void chat(const std::string& body, httplib::Response& res) { generate(body, res, true); }
   void completion(const std::string& body, httplib::Response& res) { generate(body, res, false); }
+  void render(const std::string& body, httplib::Response& res, bool chat);
+  void chat_render(const std::string& body, httplib::Response& res) { render(body, res, true); }
+  void completion_render(const std::string& body, httplib::Response& res) { render(body, res, false); }
   void generate_blocking(const GenerationRequest& r, std::shared_ptr<RequestHandle> handle, httplib::Response& res);
   void generate_stream(std::shared_ptr<const GenerationRequest> r, std::shared_ptr<RequestHandle> handle,
                        httplib::Response& res);

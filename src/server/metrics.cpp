@@ -2,6 +2,7 @@
 #include "server/metrics.h"
 
 #include <algorithm>
+#include <ctime>
 
 #include <fmt/format.h>
 
@@ -82,6 +83,50 @@ void Metrics::set_kv_memory(std::function<std::pair<int64_t, int64_t>()> read) {
   kv_memory_ = std::move(read);
 }
 
+void Metrics::set_model_name(std::string name) {
+  std::lock_guard<std::mutex> l(m_);
+  model_name_ = std::move(name);
+}
+
+namespace {
+// A Prometheus label value: backslash, double quote and newline escaped.
+std::string label_value(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '\\' || c == '"') out += '\\';
+    if (c == '\n') out += "\\n";
+    else out += c;
+  }
+  return out;
+}
+}  // namespace
+
+void Metrics::render_model_server_protocol(std::string& out) const {
+  const std::string model = "model_name=\"" + label_value(model_name_) + "\"";
+  auto one = [&](const char* name, const char* type, const char* help, auto value) {
+    out += fmt::format("# HELP {} {}\n# TYPE {} {}\n{}{{{}}} {}\n", name, help, name, type, name, model, value);
+  };
+  const double kv_usage = g_.num_blocks > 0 ? double(g_.blocks_used) / g_.num_blocks : 0.0;
+  one("vllm:num_requests_running", "gauge", "Requests running (ggflow:num_requests_running).", g_.running);
+  one("vllm:num_requests_waiting", "gauge", "Requests waiting (ggflow:num_requests_waiting).", g_.waiting);
+  one("vllm:kv_cache_usage_perc", "gauge", "KV-cache usage, 1 = full (ggflow:kv_cache_usage_perc).", kv_usage);
+  one("vllm:gpu_cache_usage_perc", "gauge", "The older name of vllm:kv_cache_usage_perc (this is the CPU's cache).", kv_usage);
+  one("vllm:prefix_cache_queries_total", "counter", "Prompt tokens looked up in the prefix cache.", prefix_queries_);
+  one("vllm:prefix_cache_hits_total", "counter", "Prompt tokens found in the prefix cache.", prefix_hits_);
+  one("vllm:prompt_tokens_total", "counter", "Prompt tokens of the requests admitted.", prompt_tokens_);
+  one("vllm:generation_tokens_total", "counter", "Tokens generated.", generation_tokens_);
+  // vLLM's value is the time of the report; ggflow serves no LoRA adapters.
+  out += fmt::format(
+      "# HELP vllm:lora_requests_info LoRA adapters of the running and waiting requests.\n"
+      "# TYPE vllm:lora_requests_info gauge\n"
+      "vllm:lora_requests_info{{max_lora=\"0\",running_lora_adapters=\"\",waiting_lora_adapters=\"\"}} {}\n",
+      double(std::time(nullptr)));
+  out += fmt::format(
+      "# HELP vllm:cache_config_info KV-cache configuration.\n# TYPE vllm:cache_config_info gauge\n"
+      "vllm:cache_config_info{{block_size=\"{}\",enable_prefix_caching=\"True\",num_gpu_blocks=\"{}\"}} 1\n",
+      g_.block_size, g_.num_blocks);
+}
+
 std::string Metrics::render() const {
   std::lock_guard<std::mutex> l(m_);
   std::string out;
@@ -140,6 +185,7 @@ std::string Metrics::render() const {
   e2e_.render("ggflow:e2e_request_latency_seconds", "End-to-end request latency.", out);
   out += "# HELP ggflow:http_requests_total HTTP responses by status.\n# TYPE ggflow:http_requests_total counter\n";
   for (const auto& [code, n] : responses_) out += fmt::format("ggflow:http_requests_total{{code=\"{}\"}} {}\n", code, n);
+  render_model_server_protocol(out);
   return out;
 }
 

@@ -52,6 +52,8 @@ class Metrics {
   // The KV pool's memory, read when /metrics is rendered (not per step: counting resident pages
   // walks the pool's page table): address space reserved and bytes resident.
   void set_kv_memory(std::function<std::pair<int64_t, int64_t>()> read);
+  // The served model name: the `model_name` label of the vLLM-named series.
+  void set_model_name(std::string name);
   std::string render() const;  // Prometheus text format 0.0.4
 
  private:
@@ -64,6 +66,11 @@ class Metrics {
   std::map<int, int64_t> responses_;          // HTTP status -> count
   Histogram ttft_, tpot_, e2e_;
   std::function<std::pair<int64_t, int64_t>()> kv_memory_;
+  std::string model_name_;
+
+  // The series routers and the Gateway API Inference Extension's endpoint picker scrape, by
+  // vLLM's names and types (its model-server protocol): queue, running, KV usage, LoRA, cache.
+  void render_model_server_protocol(std::string& out) const;
 };
 
 }  // namespace ggflow::server

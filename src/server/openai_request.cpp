@@ -186,6 +186,34 @@ void read_stream(Fields& f, GenerationRequest& r) {
   }
 }
 
+// Extensions of other engines that routers add to every request they forward (vllm-router sends
+// SGLang's and vLLM's, with their defaults). Each is accepted at the value that describes what
+// ggflow does and refused with the reason at the other; the reasoning switches change nothing
+// here (ggflow has no reasoning parser: a model's thinking stays in the content).
+void read_engine_extensions(Fields& f) {
+  struct Fixed {
+    const char* key;
+    bool ggflow;       // the value that says what ggflow does
+    const char* why;   // why the other value cannot be honoured
+  };
+  static constexpr Fixed kFixed[] = {
+      {"skip_special_tokens", true, "control tokens are never written into the answer's text"},
+      {"no_stop_trim", false, "a matched stop string is always cut from the answer"},
+      {"continue_final_message", false, "the chat template always opens a new assistant turn"},
+      {"return_hidden_states", false, "ggflow returns text, token ids and log-probabilities, not hidden states"},
+  };
+  for (const Fixed& x : kFixed) {
+    bool v = x.ggflow;
+    if (f.boolean(x.key, v) && v != x.ggflow)
+      f.fail(invalid("unsupported", x.key, std::string("'") + x.key + "': " + (x.ggflow ? "true" : "false") +
+                                               " is the only value ggflow supports: " + x.why));
+  }
+  for (const char* k : {"separate_reasoning", "stream_reasoning", "include_reasoning"}) {
+    bool ignored = false;
+    f.boolean(k, ignored);
+  }
+}
+
 // A tool-calling error ("tools[2].function.name: must match ...") as a 400 whose param is the
 // path before the first ": ".
 ApiError tool_error(const Error& e) {
@@ -398,6 +426,7 @@ std::optional<ApiError> parse_chat_request(const Json& body, const ModelInfo& mo
   if (logprobs) out.params.logprobs = int32_t(top);
   read_stream(f, out);
   f.boolean("return_token_ids", out.return_token_ids);
+  read_engine_extensions(f);
   read_constraint(f, out);
   auto tools = pipeline::parse_tool_request(f.get("tools"), f.get("tool_choice"), f.get("parallel_tool_calls"));
   for (const char* k : {"functions", "function_call"}) f.unsupported(k, "use 'tools' and 'tool_choice'");
@@ -510,6 +539,7 @@ std::optional<ApiError> parse_completion_request(const Json& body, const ModelIn
       f.fail(invalid("unsupported", "suffix", "'suffix' (fill-in-the-middle) is not supported"));
   read_stream(f, out);
   f.boolean("return_token_ids", out.return_token_ids);
+  read_engine_extensions(f);
   read_constraint(f, out);
   f.check_unknown();
   if (f.error) return f.error;

@@ -80,6 +80,21 @@ void Server::generate(const std::string& text, httplib::Response& res, bool chat
   generate_blocking(*r, handle, res);
 }
 
+// vLLM's /v1/chat/completions/render and /v1/completions/render: the request parsed and checked
+// exactly as generation parses it (the same errors), answered with the prompt's token ids instead
+// of run. vllm-router's cache-aware policy routes by these ids.
+void Server::render(const std::string& text, httplib::Response& res, bool chat) {
+  Json body;
+  if (auto e = parse_body(text, body)) return send_error(res, *e);
+  GenerationRequest r;
+  if (auto e = chat ? parse_chat_request(body, model_, r) : parse_completion_request(body, model_, r)) return send_error(res, *e);
+  auto rendered = [](const PromptInput& p) { return Json{{"token_ids", p.ids}, {"prompt", p.text}}; };
+  if (chat) return send_json(res, rendered(r.prompts[0]));
+  Json out = Json::array();
+  for (const auto& p : r.prompts) out.push_back(rendered(p));
+  send_json(res, out);
+}
+
 void Server::generate_blocking(const GenerationRequest& r, std::shared_ptr<RequestHandle> handle, httplib::Response& res) {
   std::vector<ChoiceState> choices = initial_choices(r);
   size_t done = 0;

@@ -1,4 +1,6 @@
-// llama-server's tokenizer routes: POST /tokenize, /detokenize, /apply-template.
+// The tokenizer routes: POST /tokenize and /detokenize in llama-server's shape ("content") and in
+// vLLM's ("prompt" or "messages", with "model"; what vllm-router asks a replica for cache-aware
+// routing), and llama-server's /apply-template.
 #include "server/http_server.h"
 #include "server/openai_response.h"
 
@@ -24,11 +26,57 @@ std::optional<ApiError> optional_bool(const Json& body, const char* key, bool& o
   return std::nullopt;
 }
 
+// vLLM's /tokenize: {"prompt": text, "add_special_tokens": true} or {"messages": [...],
+// "add_generation_prompt": true}, both with an optional "model" and "return_token_strs"; answers
+// {"count", "max_model_len", "tokens", "token_strs"}. The tokens of "messages" are exactly those
+// /v1/chat/completions runs for them (same template, same encoding).
+void vllm_tokenize(const Json& body, const ModelInfo& model, httplib::Response& res) {
+  const bool chat = body.contains("messages");
+  if (auto e = chat ? only_fields(body, {"model", "messages", "add_generation_prompt", "continue_final_message",
+                                         "add_special_tokens", "return_token_strs"})
+                    : only_fields(body, {"model", "prompt", "add_special_tokens", "return_token_strs"}))
+    return send_error(res, *e);
+  if (auto e = check_model(body, model)) return send_error(res, *e);
+  bool add_special = !chat, add_generation_prompt = true, continue_final = false, token_strs = false;
+  for (auto [key, out] : {std::pair<const char*, bool*>{"add_special_tokens", &add_special},
+                          {"add_generation_prompt", &add_generation_prompt},
+                          {"continue_final_message", &continue_final},
+                          {"return_token_strs", &token_strs}})
+    if (auto e = optional_bool(body, key, *out)) return send_error(res, *e);
+  if (continue_final)
+    return send_error(res, invalid("unsupported", "continue_final_message",
+                                   "'continue_final_message': true is not supported: the chat template always opens a new assistant turn"));
+  Result<std::vector<int32_t>> ids = std::vector<int32_t>{};
+  if (chat) {
+    Json messages;
+    if (auto e = parse_messages(&body["messages"], messages)) return send_error(res, *e);
+    auto rendered = model.format->apply_chat_template(messages, add_generation_prompt);
+    if (!rendered) return send_error(res, invalid("invalid_value", "messages", "the chat template failed: " + rendered.error().str()));
+    ids = model.format->encode(*rendered);
+  } else {
+    const Json& prompt = body["prompt"];
+    if (!prompt.is_string()) return send_error(res, invalid("invalid_type", "prompt", "'prompt' must be a string"));
+    if (!prompt.get<std::string>().empty())
+      ids = model.format->tokenizer().encode(prompt.get<std::string>(), text::EncodeOptions{.add_special = add_special, .parse_special = true});
+  }
+  if (!ids) return send_error(res, invalid("invalid_value", chat ? "messages" : "prompt", "cannot tokenize: " + ids.error().str()));
+  Json strs = nullptr;
+  if (token_strs) {
+    strs = Json::array();
+    for (int32_t id : *ids) {
+      auto piece = model.format->tokenizer().piece(id, true);
+      strs.push_back(piece ? *piece : std::string());
+    }
+  }
+  send_json(res, {{"count", ids->size()}, {"max_model_len", model.context}, {"tokens", *ids}, {"token_strs", strs}});
+}
+
 }  // namespace
 
 void Server::tokenize(const std::string& raw, httplib::Response& res) {
   Json body;
   if (auto e = parse_body(raw, body)) return send_error(res, *e);
+  if (body.contains("prompt") || body.contains("messages")) return vllm_tokenize(body, model_, res);
   if (auto e = only_fields(body, {"content", "add_special", "with_pieces", "parse_special"})) return send_error(res, *e);
   auto content = body.find("content");
   if (content == body.end()) return send_error(res, invalid("missing_field", "content", "'content' is required: the text to tokenize"));
@@ -60,7 +108,9 @@ void Server::tokenize(const std::string& raw, httplib::Response& res) {
 void Server::detokenize(const std::string& raw, httplib::Response& res) {
   Json body;
   if (auto e = parse_body(raw, body)) return send_error(res, *e);
-  if (auto e = only_fields(body, {"tokens"})) return send_error(res, *e);
+  // llama-server's shape; vLLM's adds "model" and reads the text as "prompt": both are answered.
+  if (auto e = only_fields(body, {"tokens", "model"})) return send_error(res, *e);
+  if (auto e = check_model(body, model_)) return send_error(res, *e);
   auto tokens = body.find("tokens");
   if (tokens == body.end()) return send_error(res, invalid("missing_field", "tokens", "'tokens' is required: an array of token ids"));
   if (!tokens->is_array()) return send_error(res, invalid("invalid_type", "tokens", "'tokens' must be an array of token ids"));
@@ -75,7 +125,7 @@ void Server::detokenize(const std::string& raw, httplib::Response& res) {
   }
   auto text = tok.decode(ids);
   if (!text) return send_error(res, invalid("invalid_value", "tokens", text.error().str()));
-  send_json(res, {{"content", *text}});
+  send_json(res, {{"content", *text}, {"prompt", *text}});
 }
 
 void Server::apply_template(const std::string& raw, httplib::Response& res) {

@@ -273,6 +273,25 @@ def build_cases(name):
     add("apply-template: unknown role", {"messages": [{"role": "wizard", "content": "hi"}]}, path="/apply-template",
         code="invalid_value", param="~role")
 
+    # ---- vLLM's tokenizer and render routes (what vllm-router asks a replica) -------------------
+    add("vllm tokenize: prompt as number", {"prompt": 5}, path="/tokenize", code="invalid_type",
+        param="prompt")
+    add("vllm tokenize: unknown field", {"prompt": "hi", "frobnicate": 1}, path="/tokenize", code="unknown_field",
+        param="frobnicate")
+    add("vllm tokenize: messages as string", {"messages": "hi"}, path="/tokenize", code="invalid_type",
+        param="messages")
+    add("vllm tokenize: continue_final_message", {"messages": [{"role": "user", "content": "hi"}],
+                                                  "continue_final_message": True},
+        path="/tokenize", code=UNSUPPORTED, param="continue_final_message")
+    add("vllm tokenize: another model", {"model": "nope", "prompt": "hi"}, 404, "model_not_found", path="/tokenize",
+        param="model")
+    add("render: the generation route's errors", {"messages": [{"role": "user", "content": "hi"}], "temperature": 9},
+        path="/v1/chat/completions/render", code="invalid_value", param="temperature")
+    add("render: no prompt", {}, path="/v1/completions/render", code="missing_field", param="prompt")
+    add("chat: skip_special_tokens false", {**json.loads(valid), "skip_special_tokens": False}, code=UNSUPPORTED,
+        param="skip_special_tokens")
+    add("method: GET /get_load is GET-only", b"{}", 405, "method_not_allowed", path="/get_load")
+
     # ---- routes and methods --------------------------------------------------------------------
     add("method: GET /v1/chat/completions", None, 405, "method_not_allowed", method="GET")
     add("method: PUT /v1/chat/completions", valid, 405, "method_not_allowed", method="PUT")

@@ -123,6 +123,12 @@ TEST_F(Parse, EachInvalidFieldIsNamedWithItsCode) {
       {R"("grammar": "root ::= undefined")", "grammar", "invalid_value"},
       {R"("grammar": "root ::= [a-z]", "json_schema": {"type": "object"})", "grammar", "invalid_value"},
       {R"("frobnicate": 1)", "frobnicate", "unknown_field"},
+      // Other engines' extensions: refused at the values ggflow cannot honour.
+      {R"("skip_special_tokens": false)", "skip_special_tokens", "unsupported"},
+      {R"("no_stop_trim": true)", "no_stop_trim", "unsupported"},
+      {R"("continue_final_message": true)", "continue_final_message", "unsupported"},
+      {R"("return_hidden_states": true)", "return_hidden_states", "unsupported"},
+      {R"("include_reasoning": "yes")", "include_reasoning", "invalid_type"},
   };
   for (const auto& c : cases) {
     ApiError e = chat_error(c.extra);
@@ -131,6 +137,24 @@ TEST_F(Parse, EachInvalidFieldIsNamedWithItsCode) {
     EXPECT_EQ(e.code, c.code) << c.extra << ": " << e.message;
     EXPECT_FALSE(e.message.empty());
   }
+}
+
+// What vllm-router adds to every request it forwards (SGLang's and vLLM's extensions at their
+// defaults) is accepted, on both endpoints, and changes nothing.
+TEST_F(Parse, RouterExtensionsAtTheirDefaultsAreAccepted) {
+  const std::string ext = R"("no_stop_trim": false, "ignore_eos": false, "continue_final_message": false,
+      "skip_special_tokens": true, "separate_reasoning": true, "stream_reasoning": true,
+      "return_hidden_states": false, "include_reasoning": true)";
+  GenerationRequest plain, routed;
+  ASSERT_FALSE(chat(R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4})", plain));
+  auto e = chat(R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 4, )" + ext + "}", routed);
+  ASSERT_FALSE(e) << e->message;
+  EXPECT_EQ(routed.prompts[0].ids, plain.prompts[0].ids);
+  EXPECT_EQ(routed.params.max_tokens, plain.params.max_tokens);
+  EXPECT_FALSE(routed.params.ignore_eos);
+  GenerationRequest comp;
+  e = completion(R"({"prompt": "hi", )" + ext + "}", comp);
+  ASSERT_FALSE(e) << e->message;
 }
 
 TEST_F(Parse, MessagesAreChecked) {
