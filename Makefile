@@ -6,7 +6,7 @@ PROMPT  ?= What is the capital of France? Answer in one sentence.
 FUZZ_SECONDS ?= 60
 FUZZ_TEST_SECONDS ?= 10
 
-.PHONY: all setup models configure build build-ggflow run serve cluster bench bench-structured bench-speculative test test-asan test-tsan fuzz clean
+.PHONY: all setup models configure build build-ggflow run serve cluster bench bench-structured bench-speculative bench-cluster test test-asan test-tsan fuzz clean
 all: build
 
 setup:
@@ -72,6 +72,12 @@ bench-speculative: configure models
 	@cmake --build $(BUILD) -j$(JOBS) --target ggflow matmul_kernels
 	@PATH="$(CURDIR)/.venv/bin:$$PATH" JOBS=$(JOBS) bench/install_llamacpp.sh >/dev/null
 	@.venv/bin/python bench/speculative.py --rounds 3 models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf
+
+# Scale-out: a multi-turn chat workload with shared system prompts over 2 replicas x 1 thread
+# behind vllm-router, cache-aware against round-robin, and 1 replica x 2 threads (bench/cluster.py;
+# docs/BENCHMARKS.md). On an idle machine.
+bench-cluster: build-ggflow
+	@.venv/bin/python bench/cluster.py --rounds 3
 
 # The whole suite, then every fuzz target for FUZZ_TEST_SECONDS, then both sanitizer builds on
 # their subsets (scripts/sanitize.sh): any failure, crash or sanitizer report fails.

@@ -37,10 +37,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 
 # How vllm-router watches ggflow replicas: readiness (not liveness) decides the rotation, checked
-# every second, one failure takes a replica out and one success brings it back.
+# every second, one failure takes a replica out and one success brings it back. A request that a
+# draining replica refuses (503) is retried with backoff for about 5 s in all, past the next
+# health check: cache-aware routing may pick the same replica again until that check has run. Those
+# 503s open the router's circuit breaker for the replica; it half-opens again after 2 s, so a
+# restarted replica is back in the rotation seconds after it is ready, not the default 30 s.
 ROUTER_FLAGS = ["--health-check-endpoint", "/ready", "--health-check-interval-secs", "1",
                 "--health-failure-threshold", "1", "--health-success-threshold", "1",
-                "--health-check-timeout-secs", "2", "--log-level", "warning"]
+                "--health-check-timeout-secs", "2",
+                "--retry-max-retries", "6", "--retry-initial-backoff-ms", "200", "--retry-max-backoff-ms", "2000",
+                "--retry-backoff-multiplier", "2", "--cb-timeout-duration-secs", "2", "--log-level", "warning"]
 
 
 def free_port():

@@ -6,7 +6,7 @@
 - the official openai client through the router gets the same streamed greedy answers as from a
   replica directly, and cache-aware routing sends a repeated conversation to the replica that
   holds its prefix;
-- SIGTERM on a replica while requests stream through the router: no request fails (its running
+- (round-robin routing from here) SIGTERM on a replica while requests stream through the router: no request fails (its running
   ones finish, new ones go to the other replica), and it exits 0;
 - SIGKILL on a replica mid-run: at most the requests it held fail, and every later request
   through the router succeeds on the other.
@@ -36,11 +36,13 @@ def metric(text, name):
     return None
 
 
-def stream_chat(client, model, prompt, max_tokens, out, key):
-    """Streams one greedy chat answer into out[key]: its text, or the exception."""
+def stream_chat(client, model, prompt, max_tokens, out, key, long=False):
+    """Streams one greedy chat answer into out[key]: its text, or the exception. long: exactly
+    max_tokens tokens (ignore_eos), so the request is still running when a replica is stopped."""
     try:
         s = client.chat.completions.create(model=model, messages=[{"role": "user", "content": prompt}],
-                                           max_tokens=max_tokens, temperature=0, stream=True)
+                                           max_tokens=max_tokens, temperature=0, stream=True,
+                                           extra_body={"ignore_eos": True} if long else None)
         out[key] = "".join((ch.choices[0].delta.content or "") for ch in s if ch.choices)
     except Exception as e:  # noqa: BLE001
         out[key] = e
@@ -111,10 +113,15 @@ def check_streamed_answers(ck, c, openai, name):
              f"prefix-cache hit tokens per replica: {hits}")
 
 
+def fresh(tag, i):
+    """A prompt no replica has cached (cache-aware routing then balances instead of following a prefix)."""
+    return f"[{tag} {i} {time.monotonic_ns()}] {PROMPTS[i % len(PROMPTS)]}"
+
+
 def check_sigterm_drain(ck, c, openai, name):
     routed = openai.OpenAI(base_url=c.url + "/v1", api_key="none", max_retries=0)
     out = {}
-    running = in_parallel([(stream_chat, (routed, name, PROMPTS[i % len(PROMPTS)], 96, out, f"run{i}"))
+    running = in_parallel([(stream_chat, (routed, name, fresh("drain", i), 96, out, f"run{i}", True))
                            for i in range(4)])
     time.sleep(0.5)
     victim = c.replicas[0]
@@ -122,7 +129,7 @@ def check_sigterm_drain(ck, c, openai, name):
     held = metric(body.decode(), "vllm:num_requests_running") or 0
     victim.signal(signal.SIGTERM)
     # New requests while it drains: the router must not lose any of them.
-    later = in_parallel([(stream_chat, (routed, name, PROMPTS[i % len(PROMPTS)], 16, out, f"new{i}"))
+    later = in_parallel([(stream_chat, (routed, name, fresh("during drain", i), 16, out, f"new{i}"))
                          for i in range(6)])
     for t in running + later:
         t.join()
@@ -133,12 +140,22 @@ def check_sigterm_drain(ck, c, openai, name):
     ck.check(rc == 0, "the drained replica exits 0", f"exit {rc}\n{victim.log_tail()}")
 
 
+def served_by(replica):
+    return metric(http_get(replica.url + "/metrics")[1].decode(), "vllm:generation_tokens_total") or 0
+
+
 def check_sigkill(ck, c, openai, name):
     c.restart(0)
-    time.sleep(2.5)  # the router's health check (every second) takes it back
     routed = openai.OpenAI(base_url=c.url + "/v1", api_key="none", max_retries=0)
+    # The router's health check takes the restarted replica back: wait until it gets requests.
+    deadline = time.monotonic() + 30
+    while served_by(c.replicas[0]) == 0 and time.monotonic() < deadline:
+        routed.chat.completions.create(model=name, messages=[{"role": "user", "content": fresh("probe", 0)}],
+                                       max_tokens=1, temperature=0)
+        time.sleep(0.2)
+    ck.check(served_by(c.replicas[0]) > 0, "the restarted replica is back in the router's rotation")
     out = {}
-    running = in_parallel([(stream_chat, (routed, name, PROMPTS[i % len(PROMPTS)], 160, out, f"run{i}"))
+    running = in_parallel([(stream_chat, (routed, name, fresh("kill", i), 160, out, f"run{i}", True))
                            for i in range(6)])
     time.sleep(0.8)
     victim = c.replicas[0]
@@ -172,9 +189,13 @@ def main():
     out_dir = Path(sys.argv[sys.argv.index("--out-dir") + 1]) if "--out-dir" in sys.argv else None
     flags = ["--parallel", "8", "--kv-cache", "64MiB", "--ctx-size", "1024", "--shutdown-timeout", "30"]
     with Cluster(ggflow, model, replicas=2, threads=1, policy="cache_aware", replica_flags=flags,
-                 log_dir=out_dir, served_name=name) as c:
+                 log_dir=out_dir and out_dir / "cache_aware", served_name=name) as c:
         ck.run("backend protocol", check_backend_protocol, ck, c, name)
         ck.run("streamed answers", check_streamed_answers, ck, c, openai, name)
+    # Failures on round-robin routing, which spreads the requests over both replicas whatever
+    # they have cached (cache-aware would follow the prefixes: the victim might hold nothing).
+    with Cluster(ggflow, model, replicas=2, threads=1, policy="round_robin", replica_flags=flags,
+                 log_dir=out_dir and out_dir / "round_robin", served_name=name) as c:
         ck.run("SIGTERM drain", check_sigterm_drain, ck, c, openai, name)
         ck.run("SIGKILL", check_sigkill, ck, c, openai, name)
     sys.exit(ck.finish(f"{ck.passed} passed, {len(ck.failures)} failed"))
