@@ -74,10 +74,12 @@ bench-speculative: configure models
 	@.venv/bin/python bench/speculative.py --rounds 3 models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf
 
 # Scale-out: a multi-turn chat workload with shared system prompts over 2 replicas x 1 thread
-# behind vllm-router, cache-aware against round-robin, and 1 replica x 2 threads (bench/cluster.py;
+# behind vllm-router, cache-aware against round-robin, and 1 replica x 2 threads; then the same
+# chats with 400 words pasted into each first turn (bench/cluster.py;
 # docs/BENCHMARKS.md). On an idle machine.
 bench-cluster: build-ggflow
 	@.venv/bin/python bench/cluster.py --rounds 3
+	@.venv/bin/python bench/cluster.py --rounds 3 --context-words 400
 
 # The whole suite, then every fuzz target for FUZZ_TEST_SECONDS, then both sanitizer builds on
 # their subsets (scripts/sanitize.sh): any failure, crash or sanitizer report fails.

@@ -2,19 +2,22 @@
 """Scale-out benchmark: a multi-turn chat workload over replicas behind vllm-router (python/cluster.py).
 
     bench/cluster.py [--model M] [--rounds 2] [--conversations 16] [--turns 4] [--clients 8]
-                     [--max-tokens 32] [--json OUT.json]
+                     [--max-tokens 32] [--context-words 0] [--json OUT.json]
     make bench-cluster
 
 The workload: --conversations chats, each opened by one of four long system prompts (shared by a
 quarter of the chats each) and going on for --turns user turns; every turn sends the whole
 history so far (system, earlier user turns, the answers the server gave) and streams a greedy
-answer of exactly --max-tokens tokens (`ignore_eos`). --clients threads take chats from a queue
+answer of exactly --max-tokens tokens (`ignore_eos`). With --context-words N, each chat's first
+user turn also pastes N words of notes of its own (a document, code): the history then holds
+more that only the replica that saw it has cached. --clients threads take chats from a queue
 and run each chat's turns one after the other, so the replicas always hold several chats at once.
 
 Configurations, each on freshly started processes (empty prefix caches), alternating round by round:
   cache_aware  2 replicas x 1 thread, vllm-router --policy cache_aware
   round_robin  2 replicas x 1 thread, vllm-router --policy round_robin
   one_replica  1 replica  x 2 threads, behind the same router (so both pay the same hop)
+Every configuration has 512 MiB of KV cache in all (--kv-cache split between its replicas).
 
 Per configuration: prefix-cache hit ratio (prompt tokens found in the replicas' prefix caches /
 prompt tokens, from their vllm:prefix_cache_* counters), TTFT p50/p99 (request sent -> first
@@ -48,6 +51,19 @@ def system_prompt(i):
     return f"You are the help desk assistant of {topic}. {rules}"
 
 
+WORDS = ("order delivery invoice ticket refund schedule window counter branch supplier recipe member "
+         "shelf route platform station catalogue return repair wheel chain brake tyre account note").split()
+
+
+def document(c, words):
+    """What a user pastes into chat `c`'s first turn: `words` words (about as many tokens) of its own."""
+    if words <= 0:
+        return ""
+    rng = [(c * 7919 + k * 104729) % len(WORDS) for k in range(words)]
+    lines = [" ".join(WORDS[i] for i in rng[k:k + 12]) for k in range(0, words, 12)]
+    return f"Here are my notes (chat {c}):\n" + "\n".join(f"{n + 1}. {l}" for n, l in enumerate(lines)) + "\n\n"
+
+
 def counters(replicas):
     out = []
     for r in replicas:
@@ -75,7 +91,8 @@ def run_workload(client, model, args):
                 return
             msgs = [{"role": "system", "content": system_prompt(c)}]
             for t in range(args.turns):
-                msgs.append({"role": "user", "content": f"(chat {c}) " + USER_TURNS[(c + t) % len(USER_TURNS)]})
+                pasted = document(c, args.context_words) if t == 0 else ""
+                msgs.append({"role": "user", "content": pasted + f"(chat {c}) " + USER_TURNS[(c + t) % len(USER_TURNS)]})
                 t0 = time.perf_counter()
                 first, text, used = None, [], 0
                 try:
@@ -119,9 +136,11 @@ CONFIGS = {"cache_aware": (2, 1, "cache_aware"), "round_robin": (2, 1, "round_ro
 
 def measure(name, args, openai, log_dir):
     replicas, threads, policy = CONFIGS[name]
-    flags = ["--parallel", "8", "--kv-cache", "256MiB", "--ctx-size", "2048"]
+    # The same KV memory in all: 512 MiB split between the replicas.
+    flags = ["--parallel", "8", "--kv-cache", f"{512 // replicas}MiB", "--ctx-size", "2048"]
+    router = args.router_flags.split() if policy == "cache_aware" else []
     with Cluster(args.ggflow, args.model, replicas=replicas, threads=threads, policy=policy, replica_flags=flags,
-                 log_dir=log_dir / name) as c:
+                 router_flags=router, log_dir=log_dir / name) as c:
         client = openai.OpenAI(base_url=c.url + "/v1", api_key="none", max_retries=0, timeout=600)
         model = client.models.list().data[0].id
         before = counters(c.replicas)
@@ -147,6 +166,8 @@ def main():
     ap.add_argument("--turns", type=int, default=4)
     ap.add_argument("--clients", type=int, default=8)
     ap.add_argument("--max-tokens", type=int, default=32)
+    ap.add_argument("--context-words", type=int, default=0, help="words each chat's first turn pastes (its own)")
+    ap.add_argument("--router-flags", default="", help="extra vllm-router flags for cache_aware")
     ap.add_argument("--configs", default="cache_aware,round_robin,one_replica")
     ap.add_argument("--log-dir", default="/tmp/ggflow-bench-cluster")
     ap.add_argument("--json", help="write the results here")
@@ -165,8 +186,9 @@ def main():
     med = {n: {k: statistics.median(x[k] for x in runs[n])
                for k in ("hit_ratio", "ttft_p50", "ttft_p99", "tokens_per_s")} | {"failed": sum(x["failed"] for x in runs[n])}
            for n in names}
-    print(f"\n{args.conversations} chats x {args.turns} turns, {args.clients} clients, {args.max_tokens} tokens per "
-          f"answer, {Path(args.model).name}, median of {args.rounds} rounds\n")
+    print(f"\n{args.conversations} chats x {args.turns} turns, {args.context_words} words pasted per chat, "
+          f"{args.clients} clients, {args.max_tokens} tokens per answer, {Path(args.model).name}, "
+          f"median of {args.rounds} rounds\n")
     print("| configuration | prefix-cache hit ratio | TTFT p50 | TTFT p99 | generated tok/s | failed |")
     print("|---|---:|---:|---:|---:|---:|")
     labels = {"cache_aware": "2 replicas x 1 thread, cache_aware", "round_robin": "2 replicas x 1 thread, round_robin",
