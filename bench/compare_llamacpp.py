@@ -17,10 +17,11 @@ xB / x1 (ggflow's bench alternates its batch sizes repetition by repetition).
 With -d D both tools run pp and tg after D tokens of context ("pp<P> @ d<D>", llama-bench's -d).
 --kv-type f16 gives ggflow llama.cpp's default KV cache type (llama-bench's cache is f16; ggflow's
 default is f32).
-Prints the host first (CPU model, SIMD flags, transparent huge pages, read bandwidth measured by
-build/bench/matmul_kernels when it is built), then a Markdown table: llama.cpp t/s, ggflow t/s, the
+Prints the host first (CPU model, SIMD flags, transparent huge pages, the vCPUs' core topology as
+the guest sees it, read bandwidth measured by build/bench/matmul_kernels when it is built), then a Markdown table: llama.cpp t/s, ggflow t/s, the
 ratio ggflow / llama.cpp (> 1: ggflow is faster) and each tool's spread over the rounds ((max - min)
-/ median of its per-round figures: variance is a figure too). `make bench` runs it on the default
+/ median of its per-round figures: variance is a figure too), and last the CPU steal time while
+each tool ran (/proc/stat: on a VM, a noisy neighbour slows whichever tool it hits). `make bench` runs it on the default
 files. Never run it beside a build or a test suite on the same cores.
 """
 import argparse
@@ -94,12 +95,51 @@ def host_lines(ggflow_bin):
     except OSError:
         thp = "?"
     lines = [f"CPU: {info.get('model name', '?')}; {os.cpu_count()} cores",
-             f"SIMD: {' '.join(simd) or 'none'}", f"THP: {thp}"]
+             f"SIMD: {' '.join(simd) or 'none'}", f"THP: {thp}", topology_line()]
     kernels = Path(ggflow_bin).resolve().parent / "bench" / "matmul_kernels"
     if kernels.exists():
         out = subprocess.run([str(kernels), "bandwidth"], capture_output=True, text=True).stdout
         lines += [l.strip() for l in out.splitlines() if l.startswith("read bandwidth")]
     return lines
+
+
+def topology_line():
+    """Which vCPUs the guest sees as one core (thread siblings): two threads on one core share it."""
+    cores = []
+    for cpu in sorted(Path("/sys/devices/system/cpu").glob("cpu[0-9]*"), key=lambda p: int(p.name[3:])):
+        try:
+            sib = (cpu / "topology" / "thread_siblings_list").read_text().strip()
+            core = (cpu / "topology" / "core_id").read_text().strip()
+        except OSError:
+            continue
+        cores.append(f"{cpu.name}: core {core}, siblings {sib}")
+    return "topology: " + ("; ".join(cores) or "?")
+
+
+def cpu_times():
+    """(steal, total) jiffies of all CPUs so far (/proc/stat)."""
+    with open("/proc/stat") as f:
+        v = [int(x) for x in f.readline().split()[1:]]
+    return (v[7] if len(v) > 7 else 0), sum(v[:8])
+
+
+class Steal:
+    """The share of CPU time the hypervisor gave to others while a tool ran (a noisy neighbour)."""
+
+    def __init__(self):
+        self.steal = self.total = 0
+
+    def run(self, fn, *args):
+        s0, t0 = cpu_times()
+        try:
+            return fn(*args)
+        finally:
+            s1, t1 = cpu_times()
+            self.steal += s1 - s0
+            self.total += t1 - t0
+
+    def __str__(self):
+        return f"{100 * self.steal / self.total:.1f}%" if self.total else "?"
 
 
 def spread(values):
@@ -130,15 +170,18 @@ def main():
     print(f"{a.threads} threads; {a.rounds} rounds, alternating; llama-bench: {lb}\n")
     print("| model | test | llama.cpp t/s | ggflow t/s | ggflow / llama.cpp | llama.cpp spread | ggflow spread |")
     print("|---|---|---:|---:|---:|---:|---:|")
+    steal_notes = []
     for m in a.models:
         runs = {"llama": [], "ggflow": []}
+        steal = {"llama": Steal(), "ggflow": Steal()}
         for k in range(a.rounds):
             print(f"round {k + 1}/{a.rounds}: {Path(m).name}", file=sys.stderr)
-            lr = run_llama(lb, m, a)
+            lr = steal["llama"].run(run_llama, lb, m, a)
             if a.batch:
-                lr.update(run_llama_batched(str(Path(lb).parent / "llama-batched-bench"), m, a))
+                lr.update(steal["llama"].run(run_llama_batched, str(Path(lb).parent / "llama-batched-bench"), m, a))
             runs["llama"].append(lr)
-            runs["ggflow"].append(run_ggflow(a.ggflow, m, a))
+            runs["ggflow"].append(steal["ggflow"].run(run_ggflow, a.ggflow, m, a))
+        steal_notes.append(f"{Path(m).name}: llama.cpp {steal['llama']}, ggflow {steal['ggflow']}")
         med = {tool: {t: statistics.median(r[t] for r in rs) for t in rs[0]} for tool, rs in runs.items()}
         for test in med["ggflow"]:
             g = med["ggflow"][test]
@@ -154,6 +197,7 @@ def main():
                 per = [r[many] / r[one] for r in rs if r.get(one) and r.get(many)]
                 cell[tool] = f"{statistics.median(per):.2f} ({', '.join(f'{x:.2f}' for x in per)})" if per else "–"
             print(f"| {Path(m).name} | {many} / x1 (rounds) | {cell['llama']} | {cell['ggflow']} | – | | |")
+    print("\nCPU steal while each tool ran (time the hypervisor gave to other guests): " + "; ".join(steal_notes))
     return 0
 
 
