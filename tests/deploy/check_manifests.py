@@ -29,8 +29,9 @@ import urllib.request
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-sys.path[:0] = [str(HERE), str(HERE.parent / "server")]
+sys.path[:0] = [str(HERE), str(HERE.parent / "server"), str(HERE.parents[1] / "python")]
 import server_util  # noqa: E402
+from cluster import http_get as get  # noqa: E402
 
 server_util.require_packages("yaml", "jsonschema", "kubernetes_validate")
 import contracts  # noqa: E402
@@ -84,16 +85,6 @@ def run_static(c, b):
 
 
 # ---- live -----------------------------------------------------------------------------------------
-def get(url, timeout=5):
-    try:
-        with urllib.request.urlopen(url, timeout=timeout) as r:
-            return r.status, r.read()
-    except urllib.error.HTTPError as e:
-        return e.code, e.read()
-    except OSError as e:
-        return None, str(e).encode()
-
-
 def chat(base, model):
     import json
     body = json.dumps({"model": model, "messages": [{"role": "user", "content": "Say hi."}], "max_tokens": 8,
