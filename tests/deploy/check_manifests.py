@@ -202,6 +202,7 @@ def mutations():
         ("--port differs from containerPort", lambda b: set_arg(b, "--port", "9000")),
         ("--host loopback", lambda b: set_arg(b, "--host", "127.0.0.1")),
         ("--threads above the CPU limit", lambda b: set_arg(b, "--threads", "8")),
+        ("--max-memory above the memory limit", lambda b: set_arg(b, "--max-memory", "3GiB")),
         ("an unknown ggflow flag", lambda b: ctr(b)["args"].extend(["--max-tokens", "5"])),
         ("grace period shorter than the drain", lambda b: dep(b)["spec"]["template"]["spec"].update(terminationGracePeriodSeconds=20)),
         ("runAsNonRoot dropped", lambda b: dep(b)["spec"]["template"]["spec"]["securityContext"].pop("runAsNonRoot")),

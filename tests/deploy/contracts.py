@@ -161,6 +161,10 @@ def check_replicas(c, b):
     c.check(threads is not None and "cpu" in lim and int(threads) == cpu(lim["cpu"]),
             "ggflow Deployment: --threads equals the CPU limit", f"--threads {threads}, limit {lim.get('cpu')}")
     c.check("cpu" in req and "memory" in req and "memory" in lim, "ggflow Deployment: CPU and memory requests and a memory limit")
+    budget = args.get("--max-memory")
+    c.check(isinstance(budget, str) and "memory" in lim and memory_bytes(budget.replace("B", "")) < memory_bytes(lim["memory"]),
+            "ggflow Deployment: --max-memory below the memory limit (the default budgets the host's memory)",
+            f"--max-memory {budget}, limit {lim.get('memory')}")
     grace = spec.get("terminationGracePeriodSeconds", 30)
     pre = (ctr.get("lifecycle", {}).get("preStop", {}).get("sleep") or {}).get("seconds", 0)
     drain = int(args.get("--shutdown-timeout", 10))
