@@ -104,14 +104,21 @@ def peak_rss(pid):
     return 0
 
 
+def without(args, drop):
+    """`args` less each flag of `drop` and the number of values it takes ({flag: values})."""
+    out, i = [], 0
+    while i < len(args):
+        if args[i] in drop:
+            i += 1 + drop[args[i]]
+            continue
+        out.append(args[i])
+        i += 1
+    return out
+
+
 def run_live(c, b, ggflow, model):
     dep, ctr, args = contracts.ggflow_pod(b)
-    flags = []
-    for i, a in enumerate(ctr["args"]):
-        prev = ctr["args"][i - 1] if i else None
-        if a in ("--model", "-m", "--host", "--port") or prev in ("--model", "-m", "--host", "--port"):
-            continue
-        flags.append(a)
+    flags = without(ctr["args"], {"--model": 1, "-m": 1, "--host": 1, "--port": 1})
     name = args.get("--served-model-name")
     with server_util.Server(ggflow, model, flags, name="deployment-args") as srv:
         for probe in ("readinessProbe", "livenessProbe"):
@@ -139,16 +146,8 @@ def run_live(c, b, ggflow, model):
 def run_router(c, b, srv, name):
     rdep = contracts.find(b.objs["router"], "Deployment", "ggflow-router")
     rctr = contracts.containers(rdep)[0]
-    drop = {"--service-discovery": 0, "--selector": 1, "--service-discovery-port": 1,
-            "--service-discovery-namespace": 1, "--host": 1, "--port": 1}
-    args, i = [], 0
-    while i < len(rctr["args"]):
-        a = rctr["args"][i]
-        if a in drop:
-            i += 1 + drop[a]
-            continue
-        args.append(a)
-        i += 1
+    args = without(rctr["args"], {"--service-discovery": 0, "--selector": 1, "--service-discovery-port": 1,
+                                  "--service-discovery-namespace": 1, "--host": 1, "--port": 1})
     port = server_util.free_port()
     cmd = [str(VENV_BIN / "vllm-router"), "--host", "127.0.0.1", "--port", str(port), "--worker-urls", srv.url, *args]
     log = open(Path(server_util.LOG_DIR or "/tmp") / "router-deployment-args.log", "wb")

@@ -103,7 +103,8 @@ def ggflow_pod(b):
 
 
 def final_stage(b):
-    return [s for s in dockerfile.parse(b.dockerfile) if s.name != "router" and s.name != "build"][-1]
+    """The stage `docker build` makes by default: the last."""
+    return dockerfile.parse(b.dockerfile)[-1]
 
 
 def stage(b, name):
@@ -174,8 +175,8 @@ def check_replicas(c, b):
     user = final_stage(b).get("USER") or "0"
     c.check(sc.get("runAsNonRoot") is True and str(sc.get("runAsUser")) == user.split(":")[0],
             "ggflow Deployment: runs as non-root, as the image's USER", f"{sc}, USER {user}")
-    cmd = final_stage(b).exec_form("CMD") or []
-    image_model = parse_args(cmd).get("-m", parse_args(cmd).get("--model"))
+    cmd = parse_args(final_stage(b).exec_form("CMD") or [])
+    image_model = cmd.get("-m", cmd.get("--model"))
     c.check(args.get("--model", args.get("-m")) == image_model,
             "ggflow Deployment: --model is the file the image holds", f"{args.get('--model')} vs {image_model}")
     svc = find(b.objs["base"], "Service", "ggflow")
@@ -286,7 +287,7 @@ def check_router(c, b):
 def check_dockerfile(c, b):
     stages = dockerfile.parse(b.dockerfile)
     build = stage(b, "build")
-    final = stages[-1]
+    final = final_stage(b)
     c.check(all(s.base.startswith("debian:12") for s in stages), "Dockerfile: every stage is Debian 12",
             str([s.base for s in stages]))
     runs = " && ".join(build.all("RUN")) if build else ""
@@ -294,14 +295,14 @@ def check_dockerfile(c, b):
     c.check(final.name is None and final.base.startswith("debian:12-slim"), "Dockerfile: the last (default) stage is the slim runtime")
     user = (final.get("USER") or "0").split(":")[0]
     c.check(user.isdigit() and int(user) != 0, "Dockerfile: runs as a numeric non-root USER (runAsNonRoot can verify it)", user)
-    cmd, ep = final.exec_form("CMD") or [], final.exec_form("ENTRYPOINT") or []
-    port = str(parse_args(cmd).get("--port"))
+    cmd, ep = parse_args(final.exec_form("CMD") or []), final.exec_form("ENTRYPOINT") or []
+    port = str(cmd.get("--port"))
     c.check(len(ep) == 2 and ep[0].endswith("/ggflow") and ep[1] == "serve", "Dockerfile: ENTRYPOINT is `ggflow serve` in exec form (PID 1 gets SIGTERM)")
-    c.check(parse_args(cmd).get("--host") == "0.0.0.0" and final.get("EXPOSE") == port, "Dockerfile: CMD listens on 0.0.0.0 at the EXPOSEd port")
+    c.check(cmd.get("--host") == "0.0.0.0" and final.get("EXPOSE") == port, "Dockerfile: CMD listens on 0.0.0.0 at the EXPOSEd port")
     hc = final.get("HEALTHCHECK") or ""
     c.check(f"127.0.0.1:{port}/health" in hc, "Dockerfile: HEALTHCHECK is GET /health on that port", hc)
     c.check(final.get("STOPSIGNAL") == "SIGTERM", "Dockerfile: STOPSIGNAL SIGTERM (ggflow drains on it)")
-    unknown = [f for f in parse_args(cmd) if f and f not in b.ggflow_flags]
+    unknown = [f for f in cmd if f and f not in b.ggflow_flags]
     c.check(not unknown, "Dockerfile: every CMD argument is a flag of `ggflow serve`", str(unknown))
     apt = " ".join(r for r in final.all("RUN") if "apt-get install" in r)
     missing = sorted({p for p in b.lib_packages.values() if p not in BASE_IMAGE_PACKAGES and not re.search(rf"(^|\s){re.escape(p)}(\s|$)", apt)})
