@@ -332,6 +332,28 @@ def cases():
     def _(m):
         m.set(A + "feed_forward_length", 0)
 
+    # feed_forward_length, head_count and head_count_kv: one number or an array of one per layer
+    @case("valid_per_layer_arrays", "")
+    def _(m):
+        m.set(A + "feed_forward_length", [172] * 5, VT.ARRAY, VT.UINT32)
+        m.set(A + "attention.head_count_kv", [4] * 5, VT.ARRAY, VT.INT32)
+
+    @case("feed_forward_length_array_short", "metadata key 'llama.feed_forward_length' must be an integer or an array of 5 integers (one per layer)")
+    def _(m):
+        m.set(A + "feed_forward_length", [172] * 4, VT.ARRAY, VT.UINT32)
+
+    @case("feed_forward_length_array_of_floats", "metadata key 'llama.feed_forward_length' must be an integer or an array of 5 integers")
+    def _(m):
+        m.set(A + "feed_forward_length", [172.0] * 5, VT.ARRAY, VT.FLOAT32)
+
+    @case("feed_forward_length_array_0", "metadata key 'llama.feed_forward_length' = 0 at layer 2")
+    def _(m):
+        m.set(A + "feed_forward_length", [172, 172, 0, 172, 172], VT.ARRAY, VT.UINT32)
+
+    @case("head_count_kv_array_not_dividing", "'llama.attention.head_count' = 8 is not a multiple of 'llama.attention.head_count_kv' = 3 (layer 3)")
+    def _(m):
+        m.set(A + "attention.head_count_kv", [4, 4, 4, 3, 4], VT.ARRAY, VT.UINT32)
+
     @case("rms_epsilon_nan", "metadata key 'llama.attention.layer_norm_rms_epsilon' = nan")
     def _(m):
         m.set(A + "attention.layer_norm_rms_epsilon", float("nan"))

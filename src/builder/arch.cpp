@@ -14,7 +14,7 @@ ArchTraits llama_traits() {  // llama.cpp src/models/llama.cpp
   ArchTraits t;
   t.name = "llama";
   t.models = "Llama 2, Llama 3.x, SmolLM2, Mistral 7B, TinyLlama";
-  t.tested = "F32 (stories260K), Q4_1 (SmolLM2-135M), F16, Q8_0, Q4_0 and Q4_1 (synthetic Llama 3 and Mistral)";
+  t.tested = "F32 (stories260K), Q4_1 (SmolLM2-135M), F16, Q8_0, Q4_0, Q4_1, Q4_K and Q6_K (synthetic Llama 3 and Mistral)";
   t.rope_freqs = true;
   t.swa = SwaKind::all;  // mistral: sliding_window (llama.cpp ignores the key; see docs/MODELS.md)
   t.keys = {"attention.sliding_window"};
@@ -25,7 +25,7 @@ ArchTraits qwen2_traits() {  // src/models/qwen2.cpp
   t.name = "qwen2";
   t.models = "Qwen2, Qwen2.5, Qwen2.5-Coder";
   t.tested = "Q4_K_M (Qwen2.5-Coder-Instruct 0.5B: Q5_0, Q8_0, Q6_K, Q4_K; 1.5B: Q4_K, Q6_K), F16 (synthetic, "
-             "Qwen2.5-0.5B shapes), F16, Q8_0, Q4_0 and Q4_1 (synthetic, small)";
+             "Qwen2.5-0.5B shapes), F16, Q8_0, Q4_0, Q4_1, Q4_K and Q6_K (synthetic, small)";
   t.qkv_bias = true;
   t.rope_neox = true;
   return t;
@@ -34,7 +34,7 @@ ArchTraits qwen3_traits() {  // src/models/qwen3.cpp
   ArchTraits t;
   t.name = "qwen3";
   t.models = "Qwen3 (dense)";
-  t.tested = "F16, Q8_0, Q4_0 and Q4_1 (synthetic)";
+  t.tested = "F16, Q8_0, Q4_0, Q4_1, Q4_K and Q6_K (synthetic)";
   t.qk_norm = true;
   t.rope_neox = true;
   return t;
@@ -43,7 +43,7 @@ ArchTraits phi3_traits() {  // src/models/phi3.cpp
   ArchTraits t;
   t.name = "phi3";
   t.models = "Phi-3, Phi-3.5, Phi-4-mini";
-  t.tested = "F16, Q8_0, Q4_0 and Q4_1 (synthetic)";
+  t.tested = "F16, Q8_0, Q4_0, Q4_1, Q4_K and Q6_K (synthetic)";
   t.q_scale_in_graph = true;
   t.rope_neox = true;
   t.fused_qkv = true;
@@ -56,7 +56,7 @@ ArchTraits gemma2_traits() {  // src/models/gemma2.cpp
   ArchTraits t;
   t.name = "gemma2";
   t.models = "Gemma 2";
-  t.tested = "F16, Q8_0, Q4_0 and Q4_1 (synthetic)";
+  t.tested = "F16, Q8_0, Q4_0, Q4_1, Q4_K and Q6_K (synthetic)";
   t.sandwich_norms = true;
   t.embed_scale = true;
   t.q_scale_in_graph = true;
@@ -89,11 +89,11 @@ ArchTraits gemma3_traits() {  // src/models/gemma3.cpp
   return t;
 }
 
-ArchTraits gemma4_traits() {  // src/models/gemma4.cpp: the dense models, every layer with its own KV
+ArchTraits gemma4_traits() {  // src/models/gemma4.cpp: the dense models (not the 26B mixture of experts)
   ArchTraits t;
   t.name = "gemma4";
-  t.models = "Gemma 4 (dense, per-layer embeddings)";
-  t.tested = "F16, Q8_0, Q4_0 and Q4_1 (synthetic)";
+  t.models = "Gemma 4 (dense, per-layer embeddings, shared KV layers)";
+  t.tested = "F16, Q8_0, Q4_0, Q4_1, Q4_K and Q6_K (synthetic); F16 and Q8_0 with shared KV layers and per-layer arrays";
   t.qk_norm = true;
   t.v_norm = true;
   t.unit_attn_scale = true;
@@ -103,6 +103,7 @@ ArchTraits gemma4_traits() {  // src/models/gemma4.cpp: the dense models, every 
   t.rope_freqs_global = true;
   t.per_layer_embd = true;
   t.layer_out_scale = true;
+  t.optional_v = true;
   t.ffn_act = FfnAct::gelu_tanh;
   t.swa = SwaKind::listed;
   t.keys = {"attention.sliding_window", "attention.sliding_window_pattern", "rope.freq_base_swa",
@@ -179,6 +180,8 @@ std::string architectures_markdown() {
     if (t.v_norm) f.push_back("V RMS norm per head, attention scale 1");
     if (t.rope_freqs_global) f.push_back("RoPE frequency factors on full-attention layers");
     if (t.per_layer_embd) f.push_back("per-layer token embeddings");
+    if (t.optional_v)
+      f.push_back("sliding layers' own head size, layers sharing an earlier layer's KV cache, V from K without attn_v");
     if (t.swa == SwaKind::all) f.push_back("sliding window where the file sets one");
     if (t.swa == SwaKind::listed) f.push_back("sliding window on the layers the file lists");
     if (t.swa == SwaKind::pattern)

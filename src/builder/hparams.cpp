@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <type_traits>
 
 namespace ggflow::builder {
 
@@ -96,6 +98,61 @@ Status read_rot(const gguf::File& f, const std::string& key, int64_t head_dim, i
     return make_error("metadata key '" + key + "' = " + str(out) +
                           ": RoPE rotates an even number of dimensions, at least 2 and at most the head size " + str(head_dim),
                       kBrokenFile);
+  return {};
+}
+
+// Element i of an integer array as int64; false when the element type is not an integer or the
+// value does not fit.
+bool array_int(const gguf::Array& a, size_t i, int64_t& out) {
+  const size_t w = gguf::value_type_size(a.elem);
+  const uint8_t* p = a.raw + i * w;
+  auto load = [&](auto x) {
+    std::memcpy(&x, p, sizeof x);
+    if constexpr (std::is_same_v<decltype(x), uint64_t>) {
+      if (x > static_cast<uint64_t>(INT64_MAX)) return false;
+    }
+    out = static_cast<int64_t>(x);
+    return true;
+  };
+  switch (a.elem) {
+    case gguf::ValueType::UINT8: return load(uint8_t{});
+    case gguf::ValueType::INT8: return load(int8_t{});
+    case gguf::ValueType::UINT16: return load(uint16_t{});
+    case gguf::ValueType::INT16: return load(int16_t{});
+    case gguf::ValueType::UINT32: return load(uint32_t{});
+    case gguf::ValueType::INT32: return load(int32_t{});
+    case gguf::ValueType::UINT64: return load(uint64_t{});
+    case gguf::ValueType::INT64: return load(int64_t{});
+    default: return false;
+  }
+}
+
+// A width or count that is one number, or (as llama.cpp's get_key_or_arr reads feed_forward_length,
+// head_count and head_count_kv) an array of one per layer; every value at least 1.
+Status read_per_layer(const gguf::File& f, const std::string& key, int64_t n_layer, std::vector<int64_t>& out) {
+  const gguf::Value* v = f.find(key);
+  if (!v) return make_error("model is missing required key '" + key + "'", "the file is incomplete or was converted for another architecture");
+  if (v->type != gguf::ValueType::ARRAY) {
+    uint32_t u = 0;
+    if (auto s = need(f, key, u); !s) return s.error();
+    out.assign(n_layer, u);
+  } else {
+    if (!v->arr || static_cast<int64_t>(v->arr->size) != n_layer || !v->arr->raw)
+      return make_error("metadata key '" + key + "' must be an integer or an array of " + str(n_layer) +
+                            " integers (one per layer), got " + v->to_string(4),
+                        kBrokenFile);
+    out.resize(n_layer);
+    for (int64_t il = 0; il < n_layer; ++il)
+      if (!array_int(*v->arr, static_cast<size_t>(il), out[il]))
+        return make_error("metadata key '" + key + "' must be an integer or an array of " + str(n_layer) +
+                              " integers (one per layer), got " + v->to_string(4),
+                          kBrokenFile);
+  }
+  for (int64_t il = 0; il < n_layer; ++il)
+    if (out[il] <= 0 || out[il] > UINT32_MAX)
+      return make_error("metadata key '" + key + "' = " + str(out[il]) + (v->type == gguf::ValueType::ARRAY ? " at layer " + str(il) : "") +
+                            ": widths and head counts must be at least 1 (and fit 32 bits)",
+                        kBrokenFile);
   return {};
 }
 
@@ -196,29 +253,49 @@ Status read_sliding_window(const gguf::File& f, const std::string& p, const Arch
   return {};
 }
 
-// gemma4: the per-layer input width, and what ggflow's subset of it needs: one head size in every
-// layer (key_length_swa = key_length), no layers that share another layer's KV cache.
+// gemma4: the per-layer input width, the sliding layers' head size and rotary width, and the layers
+// that read an earlier layer's KV cache instead of their own (attention.shared_kv_layers: the last
+// ones; each reads the last sliding or full layer with a cache, as llama.cpp's reuse rule).
 Status read_gemma4_keys(const gguf::File& f, const std::string& p, HParams& h) {
   uint32_t u = 0;
   if (auto s = need(f, p + "embedding_length_per_layer_input", u); !s) return s.error();
   h.n_embd_per_layer = u;
   if (h.n_embd_per_layer <= 0)
     return make_error("metadata key '" + p + "embedding_length_per_layer_input' = 0: the per-layer inputs need a width", kBrokenFile);
-  for (const char* k : {"attention.key_length_swa", "attention.value_length_swa"}) {
-    if (auto s = need(f, p + k, u); !s) return s.error();
-    if (u != h.head_dim)
-      return make_error("metadata key '" + p + k + "' = " + std::to_string(u) + " differs from the head size " +
-                            std::to_string(h.head_dim) + " of the full-attention layers",
-                        "ggflow builds gemma4 models with one head size in every layer");
-  }
-  h.n_rot_swa = h.n_rot;
-  if (auto s = read_rot(f, p + "rope.dimension_count_swa", h.head_dim, h.n_rot_swa); !s) return s.error();
-  if (f.has(p + "attention.shared_kv_layers")) {
-    if (auto s = need(f, p + "attention.shared_kv_layers", u); !s) return s.error();
-    if (u != 0)
-      return make_error("metadata key '" + p + "attention.shared_kv_layers' = " + std::to_string(u) +
-                            ": layers that reuse another layer's KV cache are not supported",
-                        "ggflow builds gemma4 models where every layer has its own keys and values");
+  if (auto s = need(f, p + "attention.key_length_swa", u); !s) return s.error();
+  h.head_dim_swa = u;
+  if (h.head_dim_swa <= 0)
+    return make_error("metadata key '" + p + "attention.key_length_swa' = 0: the head size must be at least 1", kBrokenFile);
+  if (auto s = need(f, p + "attention.value_length_swa", u); !s) return s.error();
+  if (u != h.head_dim_swa)
+    return make_error("metadata key '" + p + "attention.value_length_swa' = " + std::to_string(u) + " differs from '" + p +
+                          "attention.key_length_swa' = " + str(h.head_dim_swa),
+                      "Gemma 4 has equal key and value head sizes (llama.cpp refuses the file too); " + kBrokenFile);
+  if (auto s = read_rot(f, p + "rope.dimension_count_swa", h.head_dim_swa, h.n_rot_swa); !s) return s.error();
+  if (h.n_rot_swa > h.head_dim_swa)
+    return make_error("the sliding layers rotate " + str(h.n_rot_swa) + " dimensions (the full layers' " + p +
+                          "rope.dimension_count) but their heads have " + str(h.head_dim_swa) + " ('" + p + "attention.key_length_swa')",
+                      "the file needs '" + p + "rope.dimension_count_swa'; " + kBrokenFile);
+  if (!f.has(p + "attention.shared_kv_layers")) return {};
+  if (auto s = need(f, p + "attention.shared_kv_layers", u); !s) return s.error();
+  if (u == 0) return {};
+  h.n_layer_kv = h.n_layer - static_cast<int64_t>(u);
+  if (h.n_layer_kv < 2)
+    return make_error("metadata key '" + p + "attention.shared_kv_layers' = " + std::to_string(u) + " leaves " + str(h.n_layer_kv) +
+                          " of " + str(h.n_layer) + " layers with their own KV cache; shared layers read the last sliding and the last "
+                          "full one of at least 2",
+                      kBrokenFile);
+  for (int64_t il = h.n_layer_kv; il < h.n_layer; ++il) {
+    const int64_t j = h.kv_source(il);
+    if (h.swa_layers[j] != h.swa_layers[il] || h.kv_heads(j) != h.kv_heads(il))
+      return make_error("layer " + str(il) + " shares layer " + str(j) + "'s KV cache (" + p + "attention.shared_kv_layers = " +
+                            std::to_string(u) + ") but " +
+                            (h.swa_layers[j] != h.swa_layers[il]
+                                 ? std::string(h.swa_layers[il] ? "slides while layer " + str(j) + " does not"
+                                                                : "does not slide while layer " + str(j) + " does")
+                                 : "has " + str(h.kv_heads(il)) + " KV heads, layer " + str(j) + " " + str(h.kv_heads(j))),
+                        "the last two layers with a cache must be one sliding and one full layer, as llama.cpp's reuse rule reads "
+                        "them; " + kBrokenFile);
   }
   return {};
 }
@@ -234,6 +311,12 @@ Status read_softcap(const gguf::File& f, const std::string& key, float dflt, flo
 }
 
 }  // namespace
+
+int64_t HParams::kv_elems_per_token() const {
+  int64_t n = 0;
+  for (int64_t il = 0; il < n_layer_kv; ++il) n += 2 * kv_heads(il) * dim(il);
+  return n;
+}
 
 Result<HParams> read_hparams(const gguf::File& f) {
   const gguf::Value* av = f.find("general.architecture");
@@ -265,13 +348,13 @@ Result<HParams> read_hparams(const gguf::File& f) {
   dst = u;
   NEED("block_count", h.n_layer);
   NEED("embedding_length", h.n_embd);
-  NEED("feed_forward_length", h.n_ff);
-  NEED("attention.head_count", h.n_head);
 #undef NEED
   if (auto s = positive("block_count", h.n_layer, "a model needs at least one layer"); !s) return s.error();
   if (auto s = positive("embedding_length", h.n_embd, "the embedding width must be at least 1"); !s) return s.error();
-  if (auto s = positive("feed_forward_length", h.n_ff, "the feed-forward width must be at least 1"); !s) return s.error();
-  if (auto s = positive("attention.head_count", h.n_head, "a model needs at least one attention head"); !s) return s.error();
+  if (auto s = read_per_layer(f, p + "feed_forward_length", h.n_layer, h.ff_l); !s) return s.error();
+  if (auto s = read_per_layer(f, p + "attention.head_count", h.n_layer, h.heads_l); !s) return s.error();
+  h.n_ff = h.ff_l[0], h.n_head = h.heads_l[0];
+  h.n_layer_kv = h.n_layer;
   const int64_t file_layers = layers_in_tensors(f);
   if (file_layers != h.n_layer)
     return make_error("metadata key '" + p + "block_count' = " + str(h.n_layer) + " but the file's tensors describe " +
@@ -283,17 +366,16 @@ Result<HParams> read_hparams(const gguf::File& f) {
     return make_error("metadata key '" + p + "attention.layer_norm_rms_epsilon' = " + std::to_string(h.rms_eps) +
                           ": the RMS-norm epsilon must be a finite number >= 0",
                       kBrokenFile);
-  h.n_head_kv = h.n_head;
-  if (f.has(p + "attention.head_count_kv")) {
-    if (auto s = need(f, p + "attention.head_count_kv", u); !s) return s.error();
-    h.n_head_kv = u;
-    if (auto s = positive("attention.head_count_kv", h.n_head_kv, "a model needs at least one key/value head"); !s) return s.error();
-  }
-  if (h.n_head % h.n_head_kv != 0)
-    return make_error("metadata key '" + p + "attention.head_count' = " + str(h.n_head) + " is not a multiple of '" + p +
-                          "attention.head_count_kv' = " + str(h.n_head_kv),
-                      "grouped-query attention shares each key/value head among head_count / head_count_kv query heads; " +
-                          kBrokenFile);
+  h.kv_heads_l = h.heads_l;
+  if (f.has(p + "attention.head_count_kv"))
+    if (auto s = read_per_layer(f, p + "attention.head_count_kv", h.n_layer, h.kv_heads_l); !s) return s.error();
+  h.n_head_kv = h.kv_heads_l[0];
+  for (int64_t il = 0; il < h.n_layer; ++il)
+    if (h.heads(il) % h.kv_heads(il) != 0)
+      return make_error("metadata key '" + p + "attention.head_count' = " + str(h.heads(il)) + " is not a multiple of '" + p +
+                            "attention.head_count_kv' = " + str(h.kv_heads(il)) + (h.n_layer > 1 ? " (layer " + str(il) + ")" : ""),
+                        "grouped-query attention shares each key/value head among head_count / head_count_kv query heads; " +
+                            kBrokenFile);
   if (f.has(p + "attention.key_length")) {
     if (auto s = need(f, p + "attention.key_length", u); !s) return s.error();
     h.head_dim = u;
@@ -315,6 +397,7 @@ Result<HParams> read_hparams(const gguf::File& f) {
   }
   h.n_rot = h.head_dim;
   if (auto s = read_rot(f, p + "rope.dimension_count", h.head_dim, h.n_rot); !s) return s.error();
+  h.head_dim_swa = h.head_dim, h.n_rot_swa = h.n_rot;  // gemma4's own keys may change them
   if (f.has(p + "context_length")) {
     if (auto s = need(f, p + "context_length", u); !s) return s.error();
     h.n_ctx_train = u;

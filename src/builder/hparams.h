@@ -45,6 +45,7 @@ struct ArchTraits {
   bool rope_freqs_global = false;// gemma4: rope_freqs.weight on the full-attention layers only
   bool per_layer_embd = false;   // gemma4: per-layer token embeddings (a second token table)
   bool layer_out_scale = false;  // gemma4: optional blk.N.layer_output_scale.weight [1]
+  bool optional_v = false;       // gemma4: a layer without attn_v.weight takes its K projection as V
   FfnAct ffn_act = FfnAct::silu;
   SwaKind swa = SwaKind::none;
   int swa_pattern = 0;           // SwaKind::pattern: gemma3 6, gemma2 2 (the file may override)
@@ -71,10 +72,15 @@ std::string unknown_key(const gguf::File& file, const ArchTraits& arch);
 
 struct HParams {
   ArchTraits arch;
+  // feed_forward_length, head_count and head_count_kv are one number or (as llama.cpp reads them)
+  // an array of one per layer: these are layer 0's values, ff(il) / heads(il) / kv_heads(il) each
+  // layer's.
   int64_t n_layer = 0, n_embd = 0, n_ff = 0, n_head = 0, n_head_kv = 0;
-  int64_t head_dim = 0;          // attention.key_length, default n_embd / n_head
+  int64_t head_dim = 0;          // attention.key_length, default n_embd / n_head (full-attention layers)
+  int64_t head_dim_swa = 0;      // attention.key_length_swa (gemma4): the sliding layers', default head_dim
   int64_t n_rot = 0;             // rope.dimension_count, default head_dim
   int64_t n_rot_swa = 0;         // rope.dimension_count_swa (gemma4), default n_rot
+  int64_t n_layer_kv = 0;        // layers 0..n_layer_kv-1 own a KV cache; n_layer - attention.shared_kv_layers
   int64_t n_embd_per_layer = 0;  // embedding_length_per_layer_input (gemma4's per-layer inputs)
   int64_t n_ctx_train = 0;
   int64_t n_vocab = 0;           // rows of token_embd.weight
@@ -90,7 +96,19 @@ struct HParams {
   float attn_softcap = 0.0f;     // attn_logit_softcapping (gemma2); 0: off
   float final_softcap = 0.0f;    // final_logit_softcapping (gemma2); 0: off
   std::vector<bool> swa_layers;  // per layer: sliding-window attention
-  int64_t n_embd_kv() const { return n_head_kv * head_dim; }
+  std::vector<int64_t> ff_l, heads_l, kv_heads_l;  // per layer (the arrays, or the one number n_layer times)
+
+  int64_t ff(int64_t il) const { return ff_l[il]; }
+  int64_t heads(int64_t il) const { return heads_l[il]; }
+  int64_t kv_heads(int64_t il) const { return kv_heads_l[il]; }
+  int64_t dim(int64_t il) const { return swa_layers[il] ? head_dim_swa : head_dim; }  // K and V head size
+  int64_t rot(int64_t il) const { return swa_layers[il] ? n_rot_swa : n_rot; }
+  bool has_kv(int64_t il) const { return il < n_layer_kv; }
+  // The layer whose cache a layer without its own reads (gemma4's shared KV layers, llama.cpp's
+  // reuse rule): the last sliding or the last full layer that has one; il itself when it has one.
+  int64_t kv_source(int64_t il) const { return has_kv(il) ? il : n_layer_kv - (swa_layers[il] ? 2 : 1); }
+  // K and V elements one token adds to the caches, over the layers that own one.
+  int64_t kv_elems_per_token() const;
 };
 
 // Read and check the hyper-parameters. Errors: unsupported architecture (naming it and the

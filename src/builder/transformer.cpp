@@ -174,7 +174,7 @@ class Builder {
   }
 
   Status run() {
-    const int64_t E = hp_.n_embd, D = hp_.head_dim, H = hp_.n_head, Hkv = hp_.n_head_kv, Ekv = hp_.n_embd_kv();
+    const int64_t E = hp_.n_embd;
     const Ext T = g_.symbol("T"), KV = g_.symbol("KV"), O = g_.symbol("O");
     g_.keep_alive(f_.bytes());
 
@@ -198,35 +198,51 @@ class Builder {
       if (auto s = per_layer_inputs(tokens, x, ple); !s) return s;
     }
 
+    std::vector<std::pair<int, int>> caches(hp_.n_layer, {-1, -1});  // per layer with a cache: K, V after this step's rows
     for (int64_t il = 0; il < hp_.n_layer; ++il) {
       const std::string p = "blk." + std::to_string(il) + ".";
       const std::string sfx = "-" + std::to_string(il);
+      // this layer's widths: the per-layer arrays and the sliding layers' head size (gemma4)
+      const int64_t D = hp_.dim(il), H = hp_.heads(il), Hkv = hp_.kv_heads(il), Ekv = Hkv * D, F = hp_.ff(il);
+      const bool own_kv = hp_.has_kv(il);
       auto W = [&](const std::string& n, Ne ne, int nd) { return weight(p + n, ne, nd); };
       const bool fused_qkv = hp_.arch.fused_qkv && has(p + "attn_qkv.weight");
       const bool fused_gate_up = hp_.arch.fused_gate_up && !has(p + "ffn_gate.weight");
+      // gemma4: a layer without attn_v uses its K projection as V (llama.cpp: "use_alternative_attention")
+      const bool v_is_k = hp_.arch.optional_v && !fused_qkv && !has(p + "attn_v.weight");
       Result<int> wq = 0, wk = 0, wv = 0, gate = 0, up = 0;
       if (fused_qkv) {
         auto qkv = W("attn_qkv.weight", {E, H * D + 2 * Ekv}, 2);
         if (!qkv) return qkv.error();
         wq = rows(*qkv, 0, H * D, "q"), wk = rows(*qkv, H * D, Ekv, "k"), wv = rows(*qkv, H * D + Ekv, Ekv, "v");
       } else {
-        wq = W("attn_q.weight", {E, H * D}, 2), wk = W("attn_k.weight", {E, Ekv}, 2), wv = W("attn_v.weight", {E, Ekv}, 2);
+        wq = W("attn_q.weight", {E, H * D}, 2);
+        if (own_kv) wk = W("attn_k.weight", {E, Ekv}, 2);
+        if (own_kv && !v_is_k) wv = W("attn_v.weight", {E, Ekv}, 2);
       }
+      if (!own_kv)  // llama.cpp loads a shared layer's K/V weights when the file has them and never reads them
+        for (const char* n : {"attn_k.weight", "attn_v.weight", "attn_k_norm.weight"})
+          if (has(p + n)) used_.insert(p + n);
       if (fused_gate_up) {
-        auto gu = W("ffn_up.weight", {E, 2 * hp_.n_ff}, 2);
+        auto gu = W("ffn_up.weight", {E, 2 * F}, 2);
         if (!gu) return gu.error();
-        gate = rows(*gu, 0, hp_.n_ff, "gate"), up = rows(*gu, hp_.n_ff, hp_.n_ff, "up");
+        gate = rows(*gu, 0, F, "gate"), up = rows(*gu, F, F, "up");
       } else {
-        gate = W("ffn_gate.weight", {E, hp_.n_ff}, 2), up = W("ffn_up.weight", {E, hp_.n_ff}, 2);
+        gate = W("ffn_gate.weight", {E, F}, 2), up = W("ffn_up.weight", {E, F}, 2);
       }
       auto attn_norm = W("attn_norm.weight", {E}, 1), wo = W("attn_output.weight", {H * D, E}, 2),
-           ffn_norm = W("ffn_norm.weight", {E}, 1), down = W("ffn_down.weight", {hp_.n_ff, E}, 2);
+           ffn_norm = W("ffn_norm.weight", {E}, 1), down = W("ffn_down.weight", {F, E}, 2);
       for (auto* r : {&attn_norm, &wq, &wk, &wv, &wo, &ffn_norm, &gate, &up, &down})
         if (!*r) return r->error();
 
       int cur = rms(x, *attn_norm);                                // f32 [E, T]
       g_.set_name(cur, "attn_norm" + sfx);
-      int q = g_.mul_mat(*wq, cur), k = g_.mul_mat(*wk, cur), v = g_.mul_mat(*wv, cur);  // [H·D, T], [Ekv, T]
+      int q = g_.mul_mat(*wq, cur);                                // [H·D, T]
+      int k = -1, v = -1;
+      if (own_kv) {
+        k = g_.mul_mat(*wk, cur);                                  // [Ekv, T]
+        v = v_is_k ? k : g_.mul_mat(*wv, cur);
+      }
       if (hp_.arch.qkv_bias) {
         auto bq = W("attn_q.bias", {H * D}, 1), bk = W("attn_k.bias", {Ekv}, 1), bv = W("attn_v.bias", {Ekv}, 1);
         for (auto* r : {&bq, &bk, &bv})
@@ -234,41 +250,47 @@ class Builder {
         q = g_.add(q, *bq), k = g_.add(k, *bk), v = g_.add(v, *bv);
       }
       q = g_.reshape(q, {D, H, T, 1});                             // [D, H, T]
-      k = g_.reshape(k, {D, Hkv, T, 1});
-      v = g_.reshape(v, {D, Hkv, T, 1});
       if (hp_.arch.qk_norm) {
-        auto qn = W("attn_q_norm.weight", {D}, 1), kn = W("attn_k_norm.weight", {D}, 1);
+        auto qn = W("attn_q_norm.weight", {D}, 1);
         if (!qn) return qn.error();
-        if (!kn) return kn.error();
-        q = rms(q, *qn), k = rms(k, *kn);
+        q = rms(q, *qn);
       }
-      if (hp_.arch.v_norm) {
-        v = g_.rms_norm(v, hp_.rms_eps);                                  // gemma4: no weight
-      }
-      bool swa = hp_.swa_layers[il];
+      const bool swa = hp_.swa_layers[il];
       frontend::RopeParams rp;
-      rp.n_dims = static_cast<int>(hp_.n_rot);
+      rp.n_dims = static_cast<int>(hp_.rot(il));
       rp.mode = hp_.arch.rope_neox ? frontend::kRopeNeox : 0;
       rp.n_ctx_orig = static_cast<int>(hp_.n_ctx_train);
       rp.freq_base = swa ? hp_.rope_base_swa : hp_.rope_base;
       rp.freq_scale = swa ? hp_.rope_scale_swa : hp_.rope_scale;
       rp.attn_factor = hp_.rope_attn_factor;
-      if (swa && hp_.n_rot_swa > 0) rp.n_dims = static_cast<int>(hp_.n_rot_swa);
       const std::optional<int> ff = swa && hp_.arch.rope_freqs_global ? std::nullopt : *factors;  // gemma4: full layers only
       q = g_.rope(q, pos, ff, rp);
-      k = g_.rope(k, pos, ff, rp);
       g_.set_name(q, "Qcur" + sfx);
-      g_.set_name(k, "Kcur" + sfx);
       float kq_scale = hp_.arch.unit_attn_scale ? 1.0f : 1.0f / std::sqrt(static_cast<float>(D));
       if (hp_.arch.q_scale_in_graph) q = g_.scale(q, hp_.attn_scale), kq_scale = 1.0f;
 
-      // the cache: write this step's rows, then read all KV rows back as heads
-      int ck = g_.input(cache_k_name(il), opt_.kv_type, {Ekv, KV, 1, 1});
-      int cv = g_.input(cache_v_name(il), opt_.kv_type, {Ekv, KV, 1, 1});
-      ck = g_.set_rows(ck, g_.reshape(k, {Ekv, T, 1, 1}), kv_idxs);   // [Ekv, KV]
-      cv = g_.set_rows(cv, g_.reshape(v, {Ekv, T, 1, 1}), kv_idxs);
-      g_.add_output(cache_k_name(il) + "_out", ck);
-      g_.add_output(cache_v_name(il) + "_out", cv);
+      if (own_kv) {
+        k = g_.reshape(k, {D, Hkv, T, 1});                         // [D, Hkv, T]
+        v = g_.reshape(v, {D, Hkv, T, 1});
+        if (hp_.arch.qk_norm) {
+          auto kn = W("attn_k_norm.weight", {D}, 1);
+          if (!kn) return kn.error();
+          k = rms(k, *kn);
+        }
+        if (hp_.arch.v_norm) v = g_.rms_norm(v, hp_.rms_eps);      // gemma4: no weight
+        k = g_.rope(k, pos, ff, rp);
+        g_.set_name(k, "Kcur" + sfx);
+        // the cache: write this step's rows
+        int ck = g_.input(cache_k_name(il), opt_.kv_type, {Ekv, KV, 1, 1});
+        int cv = g_.input(cache_v_name(il), opt_.kv_type, {Ekv, KV, 1, 1});
+        ck = g_.set_rows(ck, g_.reshape(k, {Ekv, T, 1, 1}), kv_idxs);   // [Ekv, KV]
+        cv = g_.set_rows(cv, g_.reshape(v, {Ekv, T, 1, 1}), kv_idxs);
+        g_.add_output(cache_k_name(il) + "_out", ck);
+        g_.add_output(cache_v_name(il) + "_out", cv);
+        caches[il] = {ck, cv};
+      }
+      // read all KV rows back as heads: this layer's cache, or (a shared layer) its source layer's
+      const auto [ck, cv] = caches[hp_.kv_source(il)];
       int K = g_.permute(g_.reshape(ck, {D, Hkv, KV, 1}), 0, 2, 1, 3);  // [D, KV, Hkv]
       int V = g_.permute(g_.reshape(cv, {D, Hkv, KV, 1}), 0, 2, 1, 3);  // [D, KV, Hkv]
       int Q = g_.permute(q, 0, 2, 1, 3);                                 // [D, T, H]

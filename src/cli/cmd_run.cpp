@@ -139,8 +139,7 @@ bool print_text(std::string_view text) {
 Result<pipeline::GenerationResult> run_paged(const Opts& o, const runtime::ModelFile& file,
                                             const nlohmann::ordered_json& messages, std::string& note) {
   const auto& hp = file.hparams();
-  const int64_t kv = int64_t(o.kv_blocks) * serving::BlockManager::kv_bytes_per_block(hp.n_layer, hp.n_head_kv, hp.head_dim,
-                                                                                      file.kv_elem_bytes());
+  const int64_t kv = int64_t(o.kv_blocks) * serving::BlockManager::kv_bytes_per_block(hp.kv_elems_per_token(), file.kv_elem_bytes());
   if (auto s = runtime::check_memory_budget(file.path(), kv, o.max_memory); !s) return s.error();
   serving::EngineConfig cfg;
   cfg.num_blocks = o.kv_blocks;

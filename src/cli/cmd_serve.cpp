@@ -59,7 +59,7 @@ Result<std::unique_ptr<pipeline::ContinuousBatchingPipeline>> load(const Opts& o
   const auto& hp = (*file)->hparams();
   auto kv = parse_kv_cache(o.kv_cache);
   if (!kv) return kv.error();
-  const int64_t per_block = serving::BlockManager::kv_bytes_per_block(hp.n_layer, hp.n_head_kv, hp.head_dim, (*file)->kv_elem_bytes());
+  const int64_t per_block = serving::BlockManager::kv_bytes_per_block(hp.kv_elems_per_token(), (*file)->kv_elem_bytes());
   const int64_t blocks = *kv < 0 ? -*kv : *kv / per_block;
   if (blocks < 1 || blocks > INT32_MAX)
     return make_error("--kv-cache " + o.kv_cache + " holds " + std::to_string(blocks) + " blocks of 32 tokens (" +

@@ -45,8 +45,9 @@ class BlockManager {
 
   // Pool sizing from a memory budget: floor(budget / bytes_per_block), at least 1.
   static Result<int32_t> blocks_for_budget(int64_t budget_bytes, int64_t bytes_per_block);
-  // K and V of one block over all layers: 2 * layers * kv_heads * 32 * head_size * elem_bytes.
-  static int64_t kv_bytes_per_block(int64_t layers, int64_t kv_heads, int64_t head_size, int64_t elem_bytes);
+  // K and V of one block over all layers with a cache: 32 * kv_elems_per_token * elem_bytes, where
+  // kv_elems_per_token = Σ 2 * kv_heads * head_size over those layers (HParams::kv_elems_per_token).
+  static int64_t kv_bytes_per_block(int64_t kv_elems_per_token, int64_t elem_bytes);
   static int64_t blocks_for_tokens(int64_t n) { return (n + kBlockSize - 1) / kBlockSize; }
 
   int32_t num_blocks() const { return int32_t(ref_.size()); }

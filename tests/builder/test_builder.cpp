@@ -173,6 +173,112 @@ TEST(Builder, WrongTensorShapeIsNamed) {
   EXPECT_NE(m.error().what.find("tensor 'blk.0.attn_k.weight' has shape [8, 8]"), std::string::npos) << m.error().str();
 }
 
+// A tiny Gemma 4 as the real files lay it out: width 8, 2 query heads, full layers with head size 8
+// and sliding ones with 4 (rotating 4), per-layer FFN widths and KV head counts (arrays), the
+// last `shared` layers without K/V weights. `swa`: 1 per sliding layer.
+struct TinyGemma4 {
+  std::vector<uint8_t> swa = {1, 1, 0, 1, 0};
+  uint32_t shared = 2;
+  std::vector<int32_t> kv_heads = {1, 1, 1, 1, 1};
+  bool rot_swa = true;  // write rope.dimension_count_swa
+};
+std::vector<uint8_t> tiny_gemma4(const TinyGemma4& o) {
+  const uint64_t L = o.swa.size();
+  gguf::Writer w;
+  w.set_str("general.architecture", "gemma4");
+  for (auto [k, v] : std::vector<std::pair<const char*, uint32_t>>{
+           {"block_count", uint32_t(L)}, {"embedding_length", 8}, {"attention.head_count", 2}, {"attention.key_length", 8},
+           {"attention.value_length", 8}, {"attention.key_length_swa", 4}, {"attention.value_length_swa", 4},
+           {"attention.sliding_window", 16}, {"embedding_length_per_layer_input", 4}, {"attention.shared_kv_layers", o.shared}})
+    w.set_u32(std::string("gemma4.") + k, v);
+  if (o.rot_swa) w.set_u32("gemma4.rope.dimension_count_swa", 4);
+  std::vector<int32_t> ff;
+  for (uint64_t il = 0; il < L; ++il) ff.push_back(il + o.shared >= L ? 32 : 16);  // double-wide shared layers
+  w.set_arr_i32("gemma4.feed_forward_length", ff);
+  w.set_arr_i32("gemma4.attention.head_count_kv", o.kv_heads);
+  w.set_arr_bool("gemma4.attention.sliding_window_pattern", o.swa);
+  w.set_f32("gemma4.attention.layer_norm_rms_epsilon", 1e-6f);
+  auto t = [&](const std::string& n, std::vector<uint64_t> ne) {
+    uint64_t k = 1;
+    for (auto e : ne) k *= e;
+    (void)w.add_tensor_f32(n, ne, std::vector<float>(k, 0.25f));
+  };
+  t("token_embd.weight", {8, 32});
+  t("output_norm.weight", {8});
+  t("rope_freqs.weight", {4});
+  t("per_layer_token_embd.weight", {4 * L, 32});
+  t("per_layer_model_proj.weight", {8, 4 * L});
+  t("per_layer_proj_norm.weight", {4});
+  for (uint64_t il = 0; il < L; ++il) {
+    const std::string p = "blk." + std::to_string(il) + ".";
+    const uint64_t D = o.swa[il] ? 4 : 8, Ekv = D * uint64_t(o.kv_heads[il]);
+    t(p + "attn_norm.weight", {8});
+    t(p + "attn_q.weight", {8, 2 * D});
+    t(p + "attn_q_norm.weight", {D});
+    if (il + o.shared < L) {  // a layer with its own cache; full layers take V from K
+      t(p + "attn_k.weight", {8, Ekv});
+      t(p + "attn_k_norm.weight", {D});
+      if (o.swa[il]) t(p + "attn_v.weight", {8, Ekv});
+    }
+    t(p + "attn_output.weight", {2 * D, 8});
+    t(p + "post_attention_norm.weight", {8});
+    t(p + "ffn_norm.weight", {8});
+    t(p + "ffn_gate.weight", {8, uint64_t(ff[il])});
+    t(p + "ffn_up.weight", {8, uint64_t(ff[il])});
+    t(p + "ffn_down.weight", {uint64_t(ff[il]), 8});
+    t(p + "post_ffw_norm.weight", {8});
+    t(p + "inp_gate.weight", {8, 4});
+    t(p + "proj.weight", {4, 8});
+    t(p + "post_norm.weight", {8});
+  }
+  return w.to_bytes();
+}
+
+TEST(Builder, Gemma4SharedKvLayersAndPerLayerArrays) {
+  auto m = build_bytes(tiny_gemma4({}));
+  ASSERT_TRUE(m) << m.error().str();
+  const HParams& hp = m->hp;
+  EXPECT_EQ(hp.n_layer_kv, 3);
+  EXPECT_EQ(hp.kv_source(0), 0);
+  EXPECT_EQ(hp.kv_source(3), 1);  // the last sliding layer with a cache
+  EXPECT_EQ(hp.kv_source(4), 2);  // the last full one
+  EXPECT_EQ(hp.dim(0), 4);
+  EXPECT_EQ(hp.dim(2), 8);
+  EXPECT_EQ(hp.ff(4), 32);
+  EXPECT_EQ(hp.kv_elems_per_token(), 2 * (4 + 4 + 8));  // layers 0-2, one KV head each
+  int caches = 0;
+  for (const auto& t : m->graph.tensors()) caches += t.name.rfind("cache_k_l", 0) == 0 && t.leaf == frontend::LeafKind::input;
+  EXPECT_EQ(caches, 3);
+  EXPECT_EQ(count(m->graph, GgmlOp::FLASH_ATTN_EXT), 5);
+}
+
+TEST(Builder, Gemma4SharedKvPairingIsChecked) {
+  TinyGemma4 o;
+  o.swa = {1, 0, 1, 1, 0};  // the last two layers with a cache are full (1) then sliding (2): layer 3 would read layer 1
+  auto m = build_bytes(tiny_gemma4(o));
+  ASSERT_FALSE(m);
+  EXPECT_NE(m.error().what.find("layer 3 shares layer 1's KV cache"), std::string::npos) << m.error().str();
+  EXPECT_NE(m.error().what.find("slides while layer 1 does not"), std::string::npos) << m.error().str();
+
+  o = TinyGemma4{};
+  o.shared = 4;
+  m = build_bytes(tiny_gemma4(o));
+  ASSERT_FALSE(m);
+  EXPECT_NE(m.error().what.find("leaves 1 of 5 layers with their own KV cache"), std::string::npos) << m.error().str();
+
+  o = TinyGemma4{};
+  o.kv_heads = {1, 1, 1, 2, 1};
+  m = build_bytes(tiny_gemma4(o));
+  ASSERT_FALSE(m);
+  EXPECT_NE(m.error().what.find("has 2 KV heads, layer 1 1"), std::string::npos) << m.error().str();
+
+  o = TinyGemma4{};
+  o.rot_swa = false;  // the full layers' 8 rotary dimensions do not fit the sliding layers' heads of 4
+  m = build_bytes(tiny_gemma4(o));
+  ASSERT_FALSE(m);
+  EXPECT_NE(m.error().what.find("the sliding layers rotate 8 dimensions"), std::string::npos) << m.error().str();
+}
+
 TEST(Builder, Gemma3LayersAndRopeBases) {
   std::string path = std::string(GGFLOW_ROOT) + "/models/gemma3-270m-q4_k_m.gguf";
   GGFLOW_REQUIRE_FILE(path, ::ggflow::testing::cat(path, " is missing (see models/*.missing)"));

@@ -1,20 +1,22 @@
 // Every supported model family, end to end, on its synthetic model (python/make_family_models.py,
 // written into the build directory by the family_models fixture: F16, Q8_0, Q4_0 and Q4_1 of each
-// family, the same drawn weights):
+// family, the same drawn weights; Q4_K and Q6_K, 256 wide; Gemma 4 with shared KV layers and
+// per-layer arrays, F16 and Q8_0):
 //   Goldens    logits at every position against llama.cpp (goldens/family-<model>.json, written by
 //              python/gen_model_goldens.py --families DIR), on the reference evaluator and the CPU
 //              executor, and the greedy continuation token for token up to the first near tie.
 //              Bounds (measured worst over all families in brackets, llama-cpp-python 0.3.36):
 //              F16: NMSE < 1e-6 [8.9e-8], row std within 5e-4 [1.4e-4: llama.cpp rounds
 //              activations to f16 before F16 matmuls, and 64-wide rows average little of it out].
-//              Q8_0, Q4_0, Q4_1: NMSE < 1e-3 [9.0e-5], row std within 1e-2 [2.1e-3]; llama.cpp rounds
-//              activations to 8 bits, the evaluator keeps f32, so top-1 may differ where
-//              llama.cpp's margin is below 0.1 logits on the evaluator (0.2 for 4-bit weights)
-//              [flips seen at margins up to 0.145]. The CPU executor rounds activations as
-//              llama.cpp does (quant_act.h): NMSE < 2e-4 [most Q8_0 and Q4_0 models ~4e-15;
-//              qwen2, gemma2, gemma4 up to 7.4e-5: their other ops differ; Q4_1 up to 1e-4, the
-//              min term's order], top-1 and the greedy continuation equal wherever llama.cpp's
-//              margin is >= 0.02 logits (Q4_1: 0.1; see family_cpu).
+//              Q8_0, Q4_0, Q4_1, Q4_K, Q6_K: NMSE < 1e-3 [1.9e-4], row std within 1e-2 [2.1e-3];
+//              llama.cpp rounds activations to 8 bits, the evaluator keeps f32, so top-1 may
+//              differ where llama.cpp's margin is below 0.1 logits on the evaluator (0.2 for
+//              4-bit weights, 0.5 for the K-quants; see family_ref). The CPU executor rounds
+//              activations as llama.cpp does (quant_act.h): NMSE < 2e-4 [most Q8_0, Q4_0, Q4_K
+//              and Q6_K models 4e-15..1.3e-13; qwen2, gemma2, gemma4 up to 7.4e-5: their other ops
+//              differ; Q4_1 up to 1e-4, the min term's order; the Gemma families 5e-4, their GELU],
+//              top-1 and the greedy continuation equal wherever llama.cpp's margin is >= 0.02
+//              logits (Q4_1: 0.1; see family_cpu).
 //   Layouts    raw = SDPA = PagedAttention by memcmp: one sequence, and batched + chunked.
 //   GenAI      the adaptation applies: FixEmbdAxis rewrites every token-table lookup, and the
 //              verifier's broadcast guard (run after every pass) stays quiet.
@@ -59,18 +61,24 @@ bool type_is(const std::string& model, const char* t) { return model.size() > 5 
 
 constexpr Limits kFamilyF16{1e-6, 5e-4, false};
 // The evaluator keeps f32 activations: 4-bit weights widen its distance to llama.cpp's 8-bit
-// ones [a greedy flip at margin 0.145, phi3 Q4_0].
+// ones [a greedy flip at margin 0.145, phi3 Q4_0], and more so in the 256-wide K-quant models,
+// where llama.cpp's q8_K activations hold one scale per 256 values [flips at margins 0.22
+// (qwen3 Q6_K) and 0.39 (phi3 Q4_K)].
 Limits family_ref(const std::string& m) {
   if (!quantized(m)) return kFamilyF16;
-  return Limits{1e-3, 1e-2, true, type_is(m, "-q8_0") ? 0.1 : 0.2};
+  const bool k_quant = type_is(m, "-q4_k") || type_is(m, "-q6_k");
+  return Limits{1e-3, 1e-2, true, type_is(m, "-q8_0") ? 0.1 : k_quant ? 0.5 : 0.2};
 }
 // The CPU executor sees llama.cpp's activations; Q4_1's min term (m * s) is summed in a
 // different order (llama.cpp: apart from the block products, added at the end), which large
 // cancelling terms amplify [NMSE up to 1e-4 on some decode steps; a flip at margin 0.069, phi3
 // Q4_1]: its near-tie margin is 0.1, every other type's kCpuTieEps.
+// The Gemma families' GELU differs too: llama.cpp looks it up in a table of f16 values at the f16
+// rounding of x (ggml's GGML_GELU_FP16), ggflow computes it in f32 [gemma4-shared Q8_0: 2.3e-4,
+// six layers with double-wide FFNs; the evaluator, all f32, is further: 4.0e-4].
 Limits family_cpu(const std::string& m) {
   if (!quantized(m)) return kFamilyF16;
-  return Limits{2e-4, 1e-2, true, type_is(m, "-q4_1") ? 0.1 : kCpuTieEps};
+  return Limits{m.rfind("gemma", 0) == 0 ? 5e-4 : 2e-4, 1e-2, true, type_is(m, "-q4_1") ? 0.1 : kCpuTieEps};
 }
 
 class Family : public ::testing::TestWithParam<std::string> {

@@ -198,7 +198,7 @@ TEST(PrefixCache, LookupComparesContentNotJustHash) {
 
 TEST(BlockManager, SizingFromMemoryBudget) {
   // smollm2-135m: 30 layers, 3 kv heads, head size 64, f32 cache.
-  const int64_t per_block = BlockManager::kv_bytes_per_block(30, 3, 64, 4);
+  const int64_t per_block = BlockManager::kv_bytes_per_block(2 * 30 * 3 * 64, 4);
   EXPECT_EQ(per_block, 2 * 30 * 3 * 32 * 64 * 4);
   auto n = BlockManager::blocks_for_budget(64ll << 20, per_block);
   ASSERT_TRUE(n.ok());

@@ -5,6 +5,7 @@
 #include "transforms/lm_head.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 #include "ir/ops.h"
@@ -129,13 +130,33 @@ Result<bool> SDPAToPagedAttention::run(ir::Model& m) {
 
   std::set<std::string> vars;
   std::vector<ir::NodePtr> caches;
+  // A cache Concat -> the last PagedAttention that wrote its caches, and the cache's number N.
+  struct Writer { ir::NodePtr pa; std::string N; };
+  std::map<const ir::Node*, Writer> last_writer;
+  std::vector<const ir::Node*> owned;              // the Concats with caches of their own, in layer order
   for (size_t il = 0; il < layers.size(); ++il) {
     const Layer& L = layers[il];
     const std::string N = std::to_string(il);
-    // the caches keep the stateful variables' type (f32, or f16: PagedAttention rounds as it writes)
-    auto kc = param(L.k.concat->out_type(), {NB, L.Hkv, options_.block_size, L.D}, "key_cache." + N);
-    auto vc = param(L.v.concat->out_type(), {NB, L.Hkv, options_.block_size, L.Dv}, "value_cache." + N);
-    caches.push_back(kc), caches.push_back(vc);
+    // An SDPA over a cache an earlier one already reads (gemma4's shared KV layers): it takes the
+    // caches the last PagedAttention on them wrote and writes the same new rows again (the same
+    // values: the caches do not change), so each cache is one chain of in-place writers and the
+    // Results read its last one; it has no cache of its own.
+    const auto shared = last_writer.find(L.k.concat.get());
+    const auto shared_v = last_writer.find(L.v.concat.get());
+    if ((shared == last_writer.end()) != (shared_v == last_writer.end()) ||
+        (shared != last_writer.end() && shared->second.pa != shared_v->second.pa))
+      return precondition(L.sdpa->describe() + " reads the key cache and the value cache of different earlier attentions",
+                          "a layer reads both caches of one earlier layer or has its own");
+    ir::Value kc, vc;
+    if (shared != last_writer.end()) {
+      kc = ir::Value(shared->second.pa, 1), vc = ir::Value(shared->second.pa, 2);
+    } else {
+      // the caches keep the stateful variables' type (f32, or f16: PagedAttention rounds as it writes)
+      auto kp = param(L.k.concat->out_type(), {NB, L.Hkv, options_.block_size, L.D}, "key_cache." + N);
+      auto vp = param(L.v.concat->out_type(), {NB, L.Hkv, options_.block_size, L.Dv}, "value_cache." + N);
+      caches.push_back(kp), caches.push_back(vp);
+      kc = kp, vc = vp;
+    }
     auto q = o::reshape(o::transpose(L.sdpa->input(0), {0, 2, 1, 3}), std::vector<int64_t>{0, -1}, true);    // [T, H·D]
     auto k = o::reshape(f32_source(L.k.concat->input(1)), std::vector<int64_t>{0, -1}, true);                 // [T, Hkv·D]
     auto v = o::reshape(f32_source(L.v.concat->input(1)), std::vector<int64_t>{0, -1}, true);                 // [T, Hkv·Dv]
@@ -153,10 +174,19 @@ Result<bool> SDPAToPagedAttention::run(ir::Model& m) {
     auto out = rw.make(ir::OpType::Transpose, {o::reshape(ir::Value(pa, 0), {0, 1, L.H, L.Dv}, true)},
                        ir::TransposeAttrs{{0, 2, 1, 3}}, L.sdpa);                          // [T, H, 1, Dv]
     if (auto s = rw.replace_node(L.sdpa, out); !s) return s.error();
-    rw.add_result(o::result(ir::Value(pa, 1), "key_cache." + N + "_out"));
-    rw.add_result(o::result(ir::Value(pa, 2), "value_cache." + N + "_out"));
+    if (shared != last_writer.end()) {
+      shared->second.pa = shared_v->second.pa = pa;
+      continue;
+    }
+    last_writer[L.k.concat.get()] = last_writer[L.v.concat.get()] = Writer{pa, N};
+    owned.push_back(L.k.concat.get());
     vars.insert(L.k.read_value->attrs<ir::VariableAttrs>().id);
     vars.insert(L.v.read_value->attrs<ir::VariableAttrs>().id);
+  }
+  for (const ir::Node* c : owned) {
+    const Writer& w = last_writer.at(c);
+    rw.add_result(o::result(ir::Value(w.pa, 1), "key_cache." + w.N + "_out"));
+    rw.add_result(o::result(ir::Value(w.pa, 2), "value_cache." + w.N + "_out"));
   }
   for (const auto& s : std::vector<ir::NodePtr>(m.sinks()))
     if (vars.count(s->attrs<ir::VariableAttrs>().id)) rw.remove_sink(s);

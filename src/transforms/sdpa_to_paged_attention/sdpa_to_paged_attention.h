@@ -15,7 +15,10 @@
 //                        [, logit_softcap: SDPA's, as input 13 only when it is not 0])
 //   out = Transpose(Reshape(pa, {0,1,H,D}), 0,2,1,3)               [T, H, 1, D] = SDPA's [B,H,S,D]
 // and Results key_cache.N_out / value_cache.N_out carry the caches the kernel wrote (the caches
-// are in/out values, see ir/ops/paged_attention.cpp). beam_idx, attention_mask, the Assigns and
+// are in/out values, see ir/ops/paged_attention.cpp). An SDPA reading the same cache Concat as an
+// earlier one (gemma4's shared KV layers) gets no cache of its own: its PagedAttention takes the
+// caches the earlier one wrote and writes the same new rows again (leaving them unchanged), and
+// key_cache.N_out / value_cache.N_out read the last writer of each chain. beam_idx, attention_mask, the Assigns and
 // the ReadValues disappear. A model that cannot be converted gets an error that names the
 // precondition that failed.
 #pragma once
