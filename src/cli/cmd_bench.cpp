@@ -27,6 +27,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/bench_spec.h"
+#include "cpu/host.h"
 #include "cli/commands.h"
 #include "runtime/paged_runner.h"
 #include "runtime/sequence_runner.h"
@@ -119,7 +120,7 @@ Status bench(const Opts& o) {
   if (!runner) return runner.error();
   runtime::SequenceRunner& r = **runner;
   const std::string backend = r.compiled().describe();
-  const int threads = o.threads > 0 ? o.threads : static_cast<int>(std::thread::hardware_concurrency());
+  const int threads = o.threads > 0 ? o.threads : cpu::usable_cores();
   std::vector<Record> records;
   const int32_t bos = [&] {
     auto b = mf.file().get<int64_t>("tokenizer.ggml.bos_token_id");

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/bench_spec.h"
+#include "cpu/host.h"
 #include "pipeline/continuous_batching.h"
 
 namespace ggflow::cli {
@@ -122,7 +123,7 @@ Status bench_speculative(const SpecBenchOptions& o) {
     for (double x : v) s += (x - m) * (x - m);
     return std::sqrt(s / double(v.size() - 1));
   };
-  const int threads = o.threads > 0 ? o.threads : int(std::thread::hardware_concurrency());
+  const int threads = o.threads > 0 ? o.threads : cpu::usable_cores();
   const std::string name = o.model.substr(o.model.find_last_of('/') + 1);
   const std::string test = "tg" + std::to_string(o.n) + " x" + std::to_string(prompts->size()) + " prompts";
   if (o.json) {

@@ -3,6 +3,7 @@
 #include <thread>
 
 #include "cli/commands.h"
+#include "cpu/host.h"
 
 namespace ggflow::cli {
 
@@ -22,11 +23,12 @@ int fail(const std::string& cmd, const Error& e) {
 }
 
 void warn_threads(const std::string& cmd, int threads) {
-  const unsigned cores = std::thread::hardware_concurrency();
-  if (cores == 0 || threads <= static_cast<int>(cores)) return;
+  const int cores = cpu::usable_cores();
+  if (threads <= cores) return;
   std::fprintf(stderr,
-               "ggflow %s: warning: -t %d is more threads than this machine's %u cores; each step then waits on "
-               "threads sharing a core (decode about 3x slower than -t %u) (hint: -t %u or fewer)\n",
+               "ggflow %s: warning: -t %d is more threads than the %d cores this process may use (the machine's, its "
+               "CPU affinity and its cgroup's CPU quota); each step then waits on threads sharing a core (decode "
+               "about 3x slower than -t %d) (hint: -t %d or fewer)\n",
                cmd.c_str(), threads, cores, cores, cores);
 }
 

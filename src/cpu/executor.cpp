@@ -12,6 +12,7 @@
 #include <unordered_map>
 
 #include "cpu/executor_impl.h"
+#include "cpu/host.h"
 #include "cpu/kernel_registry.h"
 #include "cpu/kernels/side_prefetch.h"
 #include "ir/attrs.h"
@@ -562,7 +563,7 @@ Executor::~Executor() {
 }
 
 std::shared_ptr<ThreadPool> make_thread_pool(int threads) {
-  if (threads <= 0) threads = static_cast<int>(std::thread::hardware_concurrency());
+  if (threads <= 0) threads = usable_cores();
   // A waiting thread prefetches its part of the next matmul job (side_prefetch.h).
   return std::make_shared<ThreadPool>(std::max(1, threads), &idle_prefetch);
 }

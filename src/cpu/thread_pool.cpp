@@ -2,13 +2,15 @@
 
 #include <algorithm>
 
+#include "cpu/host.h"
+
 namespace ggflow::cpu {
 
 ThreadPool::ThreadPool(int threads, void (*idle)())
     : n_(std::max(1, threads)),
       // More threads than cores: a spinning worker would hold the core another one needs to finish
       // its part; sleep at once instead (the caller yields while it waits, either way).
-      spin_(n_ <= static_cast<int>(std::max(1u, std::thread::hardware_concurrency()))),
+      spin_(n_ <= usable_cores()),
       idle_(idle) {
   for (int i = 1; i < n_; ++i) threads_.emplace_back([this, i] { worker(i); });
 }

@@ -1,10 +1,13 @@
 // The memory budget of a model run (see memory_budget.h).
 #include "runtime/memory_budget.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <utility>
+
+#include "cpu/host.h"
 
 namespace ggflow::runtime {
 
@@ -21,14 +24,27 @@ std::string format_bytes(int64_t bytes) {
   return buf;
 }
 
-int64_t available_memory() {
+int64_t available_memory(std::string* where) {
+  int64_t avail = -1;
   std::ifstream in("/proc/meminfo");
   std::string key;
   int64_t kib = 0;
   std::string unit;
   while (in >> key >> kib >> unit)
-    if (key == "MemAvailable:") return kib * 1024;
-  return -1;
+    if (key == "MemAvailable:") {
+      avail = kib * 1024;
+      break;
+    }
+  if (where) *where = "this machine has available";
+  const cpu::CgroupMemory cg = cpu::cgroup_memory();
+  if (cg.limit > 0) {
+    const int64_t left = std::max<int64_t>(0, cg.limit - std::max<int64_t>(0, cg.usage));
+    if (avail < 0 || left < avail) {
+      avail = left;
+      if (where) *where = "this process's cgroup (container) memory limit of " + format_bytes(cg.limit) + " leaves";
+    }
+  }
+  return avail;
 }
 
 Status check_memory_budget(const std::string& path, int64_t kv_bytes, int64_t max_memory) {
@@ -41,9 +57,10 @@ Status check_memory_budget(const std::string& path, int64_t kv_bytes, int64_t ma
   if (max_memory > 0 && need > max_memory)
     return make_error("the model needs " + what + ", more than --max-memory " + format_bytes(max_memory),
                       "raise --max-memory, use a smaller quantization, or shrink the KV cache");
-  const int64_t avail = available_memory();
-  if (max_memory <= 0 && avail > 0 && need > avail)
-    return make_error("the model needs " + what + ", more than the " + format_bytes(avail) + " this machine has available",
+  std::string where;
+  const int64_t avail = available_memory(&where);
+  if (max_memory <= 0 && avail >= 0 && need > avail)
+    return make_error("the model needs " + what + ", more than the " + format_bytes(avail) + " " + where,
                       "free memory, use a smaller quantization, shrink the KV cache, or set --max-memory to try anyway");
   return {};
 }
