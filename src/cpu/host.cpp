@@ -57,6 +57,18 @@ std::vector<std::string> ancestors(const std::string& root, std::string path) {
   return dirs;
 }
 
+// The working set: usage minus the inactive file pages (page cache the kernel reclaims before it
+// would OOM-kill), as the kubelet counts it; `stat_key` names them in memory.stat.
+int64_t working_set(const std::string& dir, int64_t usage, const std::string& stat_key) {
+  if (usage < 0) return usage;
+  std::istringstream in(read_text(dir + "/memory.stat"));
+  std::string key;
+  int64_t v = 0;
+  while (in >> key >> v)
+    if (key == stat_key) return std::max<int64_t>(0, usage - v);
+  return usage;
+}
+
 }  // namespace
 
 double cgroup_cpu_quota(const std::string& proc_cgroup, const std::string& root) {
@@ -90,12 +102,13 @@ CgroupMemory cgroup_memory(const std::string& proc_cgroup, const std::string& ro
   };
   if (proc_cgroup.find("0::") != std::string::npos)
     for (const auto& d : ancestors(root, cgroup_path(proc_cgroup, "")))
-      take(read_int(d + "/memory.max"), read_int(d + "/memory.current"));
+      take(read_int(d + "/memory.max"), working_set(d, read_int(d + "/memory.current"), "inactive_file"));
   const std::string v1 = cgroup_path(proc_cgroup, "memory");
   if (!v1.empty())
     for (const auto& d : ancestors(root + "/memory", v1)) {
       const int64_t limit = read_int(d + "/memory.limit_in_bytes");
-      if (limit < (int64_t(1) << 60)) take(limit, read_int(d + "/memory.usage_in_bytes"));  // v1 writes ~2^63 for none
+      if (limit < (int64_t(1) << 60))  // v1 writes ~2^63 for none
+        take(limit, working_set(d, read_int(d + "/memory.usage_in_bytes"), "total_inactive_file"));
     }
   return m;
 }

@@ -17,7 +17,8 @@ namespace ggflow::cpu {
 // ceil(cgroup CPU quota / period)), at least 1. Read once.
 int usable_cores();
 
-// The cgroup's memory limit and usage in bytes; limit -1 when there is none (or no cgroup).
+// The cgroup's memory limit and usage in bytes (the working set: usage minus the inactive file
+// pages of memory.stat, which the kernel reclaims first); limit -1 when there is none.
 struct CgroupMemory {
   int64_t limit = -1;
   int64_t usage = -1;

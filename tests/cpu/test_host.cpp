@@ -69,6 +69,9 @@ TEST_F(CgroupTree, V2MemoryTakesTheTightestLimitWithItsUsage) {
   m = cgroup_memory(self, root());
   EXPECT_EQ(m.limit, 2048);
   EXPECT_EQ(m.usage, 10);
+  put("a/b/memory.current", "1500\n");  // 1000 of it reclaimable page cache: the working set is 500
+  put("a/b/memory.stat", "anon 400\nfile 1100\nactive_file 100\ninactive_file 1000\n");
+  EXPECT_EQ(cgroup_memory(self, root()).usage, 500);
 }
 
 TEST_F(CgroupTree, V1ControllersAreFoundByName) {
