@@ -85,9 +85,7 @@ void Executor::Impl::fuse_glus() {
       if (p < 0 || u.readers[s.in[i]] != 1) continue;
       Step& a = steps[static_cast<size_t>(p)];
       if (a.kind != Kind::activation || a.in.size() != 1 || a.node->input(0).type() != ir::ElementType::f32) continue;
-      Act act = Act::silu;
-      if (a.node->type() == ir::OpType::Gelu)
-        act = a.node->attrs<ir::GeluAttrs>().mode == ir::GeluMode::erf ? Act::gelu_erf : Act::gelu_tanh;
+      const Act act = activation_of(*a.node);
       s.kind = Kind::glu;
       s.act = static_cast<int>(act);
       s.in = {a.in[0], s.in[1 - i]};

@@ -9,6 +9,7 @@
 
 #include "cpu/executor.h"
 #include "cpu/executor_values.h"
+#include "cpu/kernels/act.h"
 #include "cpu/kernels/rope.h"
 #include "cpu/packed_weights.h"
 #include "cpu/thread_pool.h"
@@ -17,6 +18,17 @@
 #include "ir/op_registry.h"
 
 namespace ggflow::cpu {
+
+// The activation kernel of a Swish or Gelu node (Gelu's mode: erf, tanh, or GGML's f16 table).
+inline Act activation_of(const ir::Node& n) {
+  if (n.type() != ir::OpType::Gelu) return Act::silu;
+  switch (n.attrs<ir::GeluAttrs>().mode) {
+    case ir::GeluMode::erf: return Act::gelu_erf;
+    case ir::GeluMode::tanh: return Act::gelu_tanh;
+    case ir::GeluMode::tanh_f16: return Act::gelu_f16;
+  }
+  return Act::gelu_tanh;
+}
 
 using exec::Buffer;
 using exec::Val;

@@ -339,9 +339,7 @@ Status Executor::Impl::binary(Step& s, bool* done) {
 Status Executor::Impl::activation(Step& s, bool* done) {
   const Val& x0 = in(s, 0);
   if (x0.type != ElementType::f32 || x0.rank < 1) return *done = false, Status{};
-  Act act = Act::silu;
-  if (s.node->type() == ir::OpType::Gelu)
-    act = s.node->attrs<ir::GeluAttrs>().mode == ir::GeluMode::erf ? Act::gelu_erf : Act::gelu_tanh;
+  const Act act = activation_of(*s.node);
   Val tmp;
   const Val& x = dense(x0, scratch, tmp);
   const int64_t n = x.dim(-1), rows = n ? x.numel() / n : 0;

@@ -14,9 +14,13 @@
 
 namespace ggflow::ir {
 
-enum class GeluMode : uint8_t { erf, tanh };
+// erf: 0.5 x (1 + erf(x / sqrt 2)); tanh: its tanh approximation in f32; tanh_f16: GGML's CPU
+// GELU, the tanh form read from a table of f16 values at x's f16 rounding (ir/gelu_f16.h).
+enum class GeluMode : uint8_t { erf, tanh, tanh_f16 };
 enum class RopeMode : uint8_t { normal, neox };  // pairs (2i, 2i+1) | (i, i + n_dims/2)
-inline const char* to_string(GeluMode m) { return m == GeluMode::erf ? "erf" : "tanh"; }
+inline const char* to_string(GeluMode m) {
+  return m == GeluMode::erf ? "erf" : m == GeluMode::tanh ? "tanh" : "tanh_f16";
+}
 inline const char* to_string(RopeMode m) { return m == RopeMode::normal ? "normal" : "neox"; }
 
 struct NoAttrs {

@@ -11,6 +11,7 @@
 // Prints "N passed, N failed".
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 #include <cstdio>
@@ -25,6 +26,8 @@
 #include "cpu/kernels/act.h"
 #include "cpu/kernels/elementwise.h"
 #include "cpu/kernels/math.h"
+#include "gguf/dequant.h"
+#include "ir/gelu_f16.h"
 #include "ir/ops.h"
 #include "sweep.h"
 
@@ -202,8 +205,8 @@ const Shape kShapes[] = {{1, 1}, {1, 3}, {1, 7}, {1, 8},   {1, 9},   {1, 15},  {
 // act over [rows, n] (and, for a GLU, Multiply by u) in the IR.
 std::vector<float> ir_act(Act act, bool glu_form, int64_t rows, int64_t n, const std::vector<float>& x,
                           const std::vector<float>& u) {
-  ir::NodePtr a = act == Act::silu ? ir::ops::swish(param({rows, n}))
-                                   : ir::ops::gelu(param({rows, n}), act == Act::gelu_erf ? ir::GeluMode::erf : ir::GeluMode::tanh);
+  const ir::GeluMode mode = act == Act::gelu_erf ? ir::GeluMode::erf : act == Act::gelu_f16 ? ir::GeluMode::tanh_f16 : ir::GeluMode::tanh;
+  ir::NodePtr a = act == Act::silu ? ir::ops::swish(param({rows, n})) : ir::ops::gelu(param({rows, n}), mode);
   std::vector<float> y = ir_eval(a, {tensor({rows, n}, x)});
   if (glu_form && y.size() == x.size()) y = ir_eval(ir::ops::multiply(param({rows, n}), param({rows, n})), {tensor({rows, n}, y), tensor({rows, n}, u)});
   if (y.size() != x.size()) y.assign(x.size(), 0.0f);
@@ -216,13 +219,15 @@ TEST(KernelsMath, ActivationSweep) {
     Act act;
     const char* name;
   };
-  const A acts[] = {{Act::silu, "silu"}, {Act::gelu_erf, "gelu_erf"}, {Act::gelu_tanh, "gelu_tanh"}};
+  const A acts[] = {{Act::silu, "silu"}, {Act::gelu_erf, "gelu_erf"}, {Act::gelu_tanh, "gelu_tanh"}, {Act::gelu_f16, "gelu_f16"}};
   double worst_ir = 0;
   for (const A& a : acts)
     for (const Shape& s : kShapes)
       for (bool glu_form : {false, true}) {
         const int64_t xs = s.n + 3, us = s.n + 5, ys = s.n + 1;  // strided rows
-        std::vector<float> x = uniform_floats(s.rows * xs, rng, -8.0f, 8.0f), u = uniform_floats(s.rows * us, rng, -2.0f, 2.0f);
+        // gelu_f16 also past its +-10 cut-offs
+        const float span = a.act == Act::gelu_f16 ? 12.0f : 8.0f;
+        std::vector<float> x = uniform_floats(s.rows * xs, rng, -span, span), u = uniform_floats(s.rows * us, rng, -2.0f, 2.0f);
         auto run = [&](Isa isa, int64_t r0, int64_t r1, std::vector<float>& y) {
           if (glu_form) glu(isa, a.act, x.data(), xs, u.data(), us, y.data(), ys, s.n, r0, r1);
           else activation(isa, a.act, x.data(), xs, y.data(), ys, s.n, r0, r1);
@@ -318,6 +323,38 @@ TEST(KernelsMath, ElementwiseSweep) {
           tally.check(same_bits(split, twin), tag + " " + isa_name(isa) + " row split differs");
         }
       }
+}
+
+}  // namespace
+}  // namespace ggflow::cpu
+
+namespace ggflow::cpu {
+namespace {
+
+// GGML's CPU GELU (ir/gelu_f16.h): the f16 table read at x's f16 rounding, as ggml-cpu fills it
+// (the f32 tanh form at the f16 value, rounded to f16), 0 below -10, x above 10.
+TEST(KernelsMath, GeluF16IsGgmlsTable) {
+  std::mt19937 rng(11);
+  std::vector<float> xs = uniform_floats(4096, rng, -11.0f, 11.0f);
+  for (float v : {-10.0f, -9.999f, 0.0f, -0.0f, 1e-8f, 9.999f, 10.0f, 1e6f, -1e6f}) xs.push_back(v);
+  for (float x : xs) {
+    float want;
+    if (x <= -10.0f) {
+      want = 0.0f;
+    } else if (x >= 10.0f) {
+      want = x;
+    } else {
+      const float v = gguf::f16_to_f32(gguf::f32_to_f16(x));
+      want = gguf::f16_to_f32(gguf::f32_to_f16(0.5f * v * (1.0f + std::tanh(0.79788456080286535587989211986876f * v * (1.0f + 0.044715f * v * v)))));
+    }
+    const float got = ir::gelu_f16(x);
+    EXPECT_EQ(std::memcmp(&got, &want, 4), 0) << "x = " << x << ": " << got << " vs " << want;
+  }
+  // within f16's resolution of the exact GELU (tanh form) where |x| < 10
+  double worst = 0;
+  for (float x : xs)
+    if (std::fabs(x) < 10.0f) worst = std::max(worst, std::fabs(ir::gelu_f16(x) - ref_gelu_tanh(x)) / std::max(1.0, std::fabs(double(x))));
+  EXPECT_LT(worst, 2e-3);
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 #include "cpu/kernels/act.h"
 
 #include "cpu/kernels/math.h"
+#include "ir/gelu_f16.h"
 
 namespace ggflow::cpu {
 
@@ -29,6 +30,7 @@ void activation(Isa isa, Act act, const float* x, int64_t xs, float* y, int64_t 
     case Act::silu: return rows1(x, xs, y, ys, n, r0, r1, [](float v) { return math::silu(v); });
     case Act::gelu_erf: return rows1(x, xs, y, ys, n, r0, r1, [](float v) { return math::gelu_erf(v); });
     case Act::gelu_tanh: return rows1(x, xs, y, ys, n, r0, r1, [](float v) { return math::gelu_tanh(v); });
+    case Act::gelu_f16: return rows1(x, xs, y, ys, n, r0, r1, [](float v) { return ir::gelu_f16(v); });
   }
 }
 
@@ -40,6 +42,7 @@ void glu(Isa isa, Act act, const float* g, int64_t gs, const float* u, int64_t u
     case Act::silu: return rows2(g, gs, u, us, y, ys, n, r0, r1, [](float v) { return math::silu(v); });
     case Act::gelu_erf: return rows2(g, gs, u, us, y, ys, n, r0, r1, [](float v) { return math::gelu_erf(v); });
     case Act::gelu_tanh: return rows2(g, gs, u, us, y, ys, n, r0, r1, [](float v) { return math::gelu_tanh(v); });
+    case Act::gelu_f16: return rows2(g, gs, u, us, y, ys, n, r0, r1, [](float v) { return ir::gelu_f16(v); });
   }
 }
 

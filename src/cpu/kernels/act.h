@@ -1,5 +1,6 @@
-// Activations and gated linear units over rows: SiLU, GELU (erf and tanh forms), SwiGLU, GeGLU.
-// Per element: y = act(x) with act from math.h (one definition for every ISA); the GLUs round
+// Activations and gated linear units over rows: SiLU, GELU (erf and tanh forms, and GGML's f16
+// table), SwiGLU, GeGLU. Per element: y = act(x) with act from math.h (one definition for every
+// ISA) or, for gelu_f16, ir/gelu_f16.h's table (every ISA reads the same entries); the GLUs round
 // act(g) to f32 and then multiply by u (y = act(g) * u, two roundings, as the IR's Swish/Gelu node
 // followed by Multiply). Elementwise, so every ISA gives the same bits trivially once act does.
 #pragma once
@@ -10,7 +11,7 @@
 
 namespace ggflow::cpu {
 
-enum class Act { silu, gelu_erf, gelu_tanh };
+enum class Act { silu, gelu_erf, gelu_tanh, gelu_f16 };
 
 // Rows [r0, r1) of n elements: row r of x at x + r*xs, of y at y + r*ys (strides in floats).
 // y may equal x (in place).

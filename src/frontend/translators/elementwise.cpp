@@ -31,7 +31,7 @@ Result<ir::Value> repeat_to(TranslateContext& c, ir::Value b, const ir::Shape& a
 ir::NodePtr act(GgmlUnary op, ir::Value x) {
   switch (op) {
     case GgmlUnary::SILU: return ir::ops::swish(x);
-    case GgmlUnary::GELU: return ir::ops::gelu(x, ir::GeluMode::tanh);
+    case GgmlUnary::GELU: return ir::ops::gelu(x, ir::GeluMode::tanh_f16);  // ggml-cpu's GELU: its f16 table
     case GgmlUnary::GELU_ERF: return ir::ops::gelu(x, ir::GeluMode::erf);
     case GgmlUnary::TANH: return ir::ops::tanh(x);
   }

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <functional>
 
+#include "ir/gelu_f16.h"
 #include "ir/infer_ctx.h"
 #include "ir/kernel_util.h"
 #include "ir/op_registry.h"
@@ -131,9 +132,11 @@ GGFLOW_UNARY(Cos, std::cos(x))
 GGFLOW_UNARY(Swish, x / (1.0f + std::exp(-x)))  // SiLU: x * sigmoid(x)
 #undef GGFLOW_UNARY
 
-// ---- Gelu: erf form 0.5 x (1 + erf(x / sqrt 2)); tanh form with sqrt(2/pi) (x + 0.044715 x^3).
+// ---- Gelu: erf form 0.5 x (1 + erf(x / sqrt 2)); tanh form with sqrt(2/pi) (x + 0.044715 x^3);
+// tanh_f16: GGML's table of f16 values (ir/gelu_f16.h).
 Ports infer_Gelu(InferCtx& c) { return infer_unary(c); }
 Outs eval_Gelu(const Node& n, std::span<const Tensor> in) {
+  if (n.attrs<GeluAttrs>().mode == GeluMode::tanh_f16) return eval_unary(n, in, [](float x) -> float { return gelu_f16(x); });
   if (n.attrs<GeluAttrs>().mode == GeluMode::erf)
     return eval_unary(n, in, [](float x) -> float { return 0.5f * x * (1.0f + std::erf(x * 0.70710678118654752f)); });
   return eval_unary(n, in, [](float x) -> float {
