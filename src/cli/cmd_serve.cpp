@@ -33,6 +33,7 @@ struct Opts {
   int64_t ctx = 0;
   bool no_webui = false;
   pipeline::SpeculativeOptions spec;
+  std::vector<std::string> cors_origins;
 };
 
 // --kv-cache: "512" (blocks of 32 tokens) or a size ("256MiB"). Returns bytes, or -blocks.
@@ -50,13 +51,15 @@ std::string default_name(const std::string& path) {
 }
 
 // The model, its KV pool and context, as the pipeline wants them.
-Result<std::unique_ptr<pipeline::ContinuousBatchingPipeline>> load(const Opts& o, int64_t& context) {
+// `chat_template`: the file's tokenizer.chat_template ("" without one), for /props.
+Result<std::unique_ptr<pipeline::ContinuousBatchingPipeline>> load(const Opts& o, int64_t& context, std::string& chat_template) {
   if (auto s = runtime::check_memory_budget(o.model, 0, o.max_memory); !s) return s.error();  // before mapping
   auto kv_type = builder::kv_type_from_name(o.kv_type);
   if (!kv_type) return kv_type.error();
   auto file = runtime::ModelFile::open(o.model, builder::BuildOptions{.kv_type = *kv_type});
   if (!file) return file.error();
   const auto& hp = (*file)->hparams();
+  if (auto t = (*file)->file().get<std::string>("tokenizer.chat_template")) chat_template = *t;
   auto kv = parse_kv_cache(o.kv_cache);
   if (!kv) return kv.error();
   const int64_t per_block = serving::BlockManager::kv_bytes_per_block(hp.kv_elems_per_token(), (*file)->kv_elem_bytes());
@@ -116,6 +119,8 @@ int serve(const Opts& o) {
   cfg.shutdown_timeout_s = o.shutdown_timeout;
   cfg.loop.max_num_seqs = o.parallel;
   cfg.loop.max_queue = o.max_queue;
+  cfg.cors_origins = o.cors_origins;
+  cfg.model_path = o.model;
 
   server::Server srv(cfg);
   auto port = srv.bind();
@@ -123,12 +128,13 @@ int serve(const Opts& o) {
   srv.start();
   std::fprintf(stderr, "ggflow serve: listening on http://%s:%d, loading %s\n", o.host.c_str(), *port, o.model.c_str());
   int64_t context = 0;
-  auto pipe = load(o, context);
+  std::string chat_template;
+  auto pipe = load(o, context, chat_template);
   if (!pipe) {
     srv.shutdown();
     return fail("serve", pipe.error());
   }
-  srv.set_model(std::move(*pipe), context);
+  srv.set_model(std::move(*pipe), context, std::move(chat_template));
   std::fprintf(stderr, "ggflow serve: ready: model '%s' at http://%s:%d/v1 (chat page: %s)\n", cfg.served_name.c_str(),
                o.host.c_str(), *port, cfg.webui ? "/" : "off");
   int sig = 0;
@@ -156,6 +162,8 @@ void add(CLI::App& app, int& rc) {
   cmd->add_option("--api-key", o->api_key, "require 'Authorization: Bearer KEY' (default: $GGFLOW_API_KEY)");
   cmd->add_option("--served-model-name", o->name, "the model name of the API (default: the file name)");
   cmd->add_flag("--no-webui", o->no_webui, "do not serve the chat page at /");
+  cmd->add_option("--cors-origin", o->cors_origins,
+                  "an origin whose browser pages may call the API (repeat for several; '*': any); default: none");
   cmd->add_option("--max-body", o->max_body, "largest request body")->capture_default_str();
   cmd->add_option("--shutdown-timeout", o->shutdown_timeout, "seconds SIGTERM waits for running requests")->capture_default_str()->check(CLI::Range(0, 3600));
   cmd->add_option("--max-memory", o->max_memory, "refuse a model + KV cache that needs more (e.g. 8GiB; default: the memory available)");

@@ -180,9 +180,20 @@ void EngineLoop::update_gauges() {
   g.num_blocks = engine.num_blocks();
   g.blocks_used = engine.num_blocks() - engine.blocks().num_free();
   g.block_size = int32_t(serving::BlockManager::kBlockSize);
+  std::vector<SlotInfo> slots;
+  for (const auto& [id, a] : active_)
+    if (const serving::Sequence* s = engine.sequence(id))
+      slots.push_back({int64_t(id), a.index, s->state == serving::Sequence::State::Running, s->prompt_len,
+                       s->len() - s->prompt_len, s->num_computed});
   std::lock_guard<std::mutex> l(m_);  // the inbox and the gauges in one step with submit's add_waiting
   for (const auto& grp : inbox_) g.waiting += int64_t(grp.members.size());
   metrics_.set_gauges(g);
+  slots_ = std::move(slots);
+}
+
+std::vector<SlotInfo> EngineLoop::slots() const {
+  std::lock_guard<std::mutex> l(m_);
+  return slots_;
 }
 
 void EngineLoop::run() {

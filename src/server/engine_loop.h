@@ -63,6 +63,16 @@ struct Submission {
   std::shared_ptr<RequestHandle> handle;
 };
 
+// A live request as llama-server's /slots shows a slot: the loop refreshes these after every step.
+struct SlotInfo {
+  int64_t id_task = 0;       // the engine's request id
+  int32_t index = 0;         // its choice
+  bool running = false;      // scheduled (false: waiting for room)
+  int64_t n_prompt = 0;      // prompt tokens
+  int64_t n_decoded = 0;     // generated so far
+  int64_t n_computed = 0;    // tokens whose K/V are in the cache
+};
+
 struct LoopConfig {
   int32_t max_num_seqs = 8;
   int32_t max_queue = 64;
@@ -84,6 +94,8 @@ class EngineLoop {
   void drain(std::chrono::milliseconds timeout);
   bool draining() const { return draining_; }
   int64_t live() const;
+  // The requests in the engine after the last step (oldest first).
+  std::vector<SlotInfo> slots() const;
 
  private:
   struct Group {
@@ -121,6 +133,7 @@ class EngineLoop {
   bool cancel_all_ = false;
   std::atomic<bool> draining_{false};
   std::condition_variable idle_cv_;         // live_ reached 0
+  std::vector<SlotInfo> slots_;             // update_gauges' snapshot of active_
 
   // Loop thread only.
   std::vector<Group> groups_;               // groups with members still to add

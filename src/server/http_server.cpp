@@ -3,6 +3,7 @@
 // tokenizer routes in routes_tokens.cpp.
 #include "server/http_server.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <ctime>
@@ -20,7 +21,8 @@ using Clock = std::chrono::steady_clock;
 thread_local Clock::time_point t_start;
 
 bool needs_model(const std::string& path) {
-  return path.rfind("/v1/", 0) == 0 || path == "/tokenize" || path == "/detokenize" || path == "/apply-template";
+  return path.rfind("/v1/", 0) == 0 || path == "/tokenize" || path == "/detokenize" || path == "/apply-template" ||
+         path == "/props" || path == "/slots";
 }
 
 // A status httplib answered by itself (no route, body too large, malformed HTTP): its OpenAI error.
@@ -61,6 +63,7 @@ Server::Server(ServeConfig cfg) : cfg_(std::move(cfg)) {
   http_.set_write_timeout(30, 0);
   http_.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     t_start = Clock::now();
+    if (cors(req, res)) return httplib::Server::HandlerResponse::Handled;
     return admit_route(req, res) ? httplib::Server::HandlerResponse::Unhandled : httplib::Server::HandlerResponse::Handled;
   });
   http_.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
@@ -109,8 +112,9 @@ void Server::start() {
   listener_ = std::thread([this] { http_.listen_after_bind(); });
 }
 
-void Server::set_model(std::unique_ptr<pipeline::ContinuousBatchingPipeline> pipe, int64_t context) {
+void Server::set_model(std::unique_ptr<pipeline::ContinuousBatchingPipeline> pipe, int64_t context, std::string chat_template) {
   pipe_ = std::move(pipe);
+  chat_template_ = std::move(chat_template);
   model_ = ModelInfo{cfg_.served_name, context, pipe_->format()};
   loop_ = std::make_unique<EngineLoop>(*pipe_, cfg_.loop, metrics_);
   metrics_.set_model_name(cfg_.served_name);
@@ -138,6 +142,30 @@ void Server::shutdown() {
     std::fprintf(stderr, "ggflow serve: KV blocks at exit: %d of %d held by requests; invariants %s\n",
                  blocks.num_blocks() - blocks.num_free(), blocks.num_blocks(), ok ? "hold" : ok.error().str().c_str());
   }
+}
+
+bool Server::cors(const httplib::Request& req, httplib::Response& res) {
+  const std::string origin = req.get_header_value("Origin");
+  if (cfg_.cors_origins.empty() || origin.empty()) return false;
+  const bool any = std::find(cfg_.cors_origins.begin(), cfg_.cors_origins.end(), "*") != cfg_.cors_origins.end();
+  const bool allowed = any || std::find(cfg_.cors_origins.begin(), cfg_.cors_origins.end(), origin) != cfg_.cors_origins.end();
+  if (allowed) {
+    res.set_header("Access-Control-Allow-Origin", any ? "*" : origin);
+    if (!any) res.set_header("Vary", "Origin");
+  }
+  if (req.method != "OPTIONS" || !req.has_header("Access-Control-Request-Method")) return false;
+  // A preflight: it carries no API key by design, so it is answered before the key check.
+  if (!allowed) {
+    send_error(res, {403, "invalid_request_error", "cors_origin_not_allowed", "",
+                     "the origin '" + origin + "' may not call this server; start it with --cors-origin " + origin + " (or '*')"});
+    return true;
+  }
+  const std::string headers = req.get_header_value("Access-Control-Request-Headers");
+  res.status = 204;
+  res.set_header("Access-Control-Allow-Methods", "GET, POST, OPTIONS");
+  res.set_header("Access-Control-Allow-Headers", headers.empty() ? "Authorization, Content-Type" : headers);
+  res.set_header("Access-Control-Max-Age", "600");
+  return true;
 }
 
 bool Server::admit_route(const httplib::Request& req, httplib::Response& res) {
@@ -173,6 +201,41 @@ void Server::models(const httplib::Request& req, httplib::Response& res) {
     return send_json(res, m);
   }
   send_json(res, {{"object", "list"}, {"data", Json::array({m})}});
+}
+
+// llama-server's /props: the defaults a request starts from, the slots, the model and its template.
+void Server::props(httplib::Response& res) {
+  const text::SamplingParams d;
+  send_json(res, {{"default_generation_settings",
+                   {{"n_ctx", model_.context},
+                    {"params", {{"temperature", d.temperature}, {"top_k", d.top_k}, {"top_p", d.top_p}, {"min_p", d.min_p},
+                                {"repeat_penalty", d.repetition_penalty}, {"presence_penalty", d.presence_penalty},
+                                {"frequency_penalty", d.frequency_penalty}, {"n_predict", d.max_tokens}}}}},
+                  {"total_slots", cfg_.loop.max_num_seqs},
+                  {"model_path", cfg_.model_path},
+                  {"model_alias", model_.name},
+                  {"chat_template", chat_template_},
+                  {"modalities", {{"vision", false}, {"audio", false}}},
+                  {"build_info", "ggflow"}});
+}
+
+// llama-server's /slots over continuous batching: a slot is one of the --parallel sequences the
+// engine runs at once; the live requests fill them oldest first, the rest are idle.
+void Server::slots(httplib::Response& res) {
+  const std::vector<SlotInfo> live = loop_->slots();
+  Json out = Json::array();
+  for (int32_t i = 0; i < cfg_.loop.max_num_seqs; ++i) {
+    const SlotInfo* s = size_t(i) < live.size() ? &live[size_t(i)] : nullptr;
+    out.push_back({{"id", i},
+                   {"id_task", s ? s->id_task : -1},
+                   {"n_ctx", model_.context},
+                   {"is_processing", s != nullptr},
+                   {"state", !s ? "idle" : s->running ? "running" : "waiting"},
+                   {"n_prompt_tokens", s ? s->n_prompt : 0},
+                   {"n_decoded", s ? s->n_decoded : 0},
+                   {"n_cached", s ? s->n_computed : 0}});
+  }
+  send_json(res, out);
 }
 
 void Server::post(const char* path, BodyHandler handler) {
@@ -228,6 +291,8 @@ void Server::add_routes() {
       res.set_header("X-Content-Type-Options", "nosniff");
       res.set_content(page.data(), page.size(), "text/html; charset=utf-8");
     });
+  http_.Get("/props", [this](Req, Res res) { props(res); });
+  http_.Get("/slots", [this](Req, Res res) { slots(res); });
   http_.Get("/v1/models", [this](Req req, Res res) { models(req, res); });
   http_.Get(R"(/v1/models/(.+))", [this](Req req, Res res) { models(req, res); });
   post("/v1/chat/completions", &Server::chat);
@@ -253,7 +318,7 @@ void Server::add_routes() {
     http_.Delete(path, not_allowed("POST"));
     http_.Options(path, not_allowed("POST"));
   }
-  for (const char* path : {"/v1/models", R"(/v1/models/(.+))", "/health", "/ready", "/metrics", "/get_load"}) {
+  for (const char* path : {"/v1/models", R"(/v1/models/(.+))", "/health", "/ready", "/metrics", "/get_load", "/props", "/slots"}) {
     http_.Post(path, not_allowed("GET"));
     http_.Put(path, not_allowed("GET"));
     http_.Patch(path, not_allowed("GET"));

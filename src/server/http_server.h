@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include <httplib.h>
 
@@ -28,6 +29,10 @@ struct ServeConfig {
   bool webui = true;
   size_t max_body = size_t(8) << 20;
   int shutdown_timeout_s = 10;
+  // Origins whose browser pages may call the API (--cors-origin; "*": any). Empty: no CORS
+  // headers, so browsers keep other origins' pages out.
+  std::vector<std::string> cors_origins;
+  std::string model_path;           // /props
   LoopConfig loop;
 };
 
@@ -40,8 +45,8 @@ class Server {
   Result<int> bind();
   // Serves on a background thread.
   void start();
-  // The loaded model: requests are served from now on.
-  void set_model(std::unique_ptr<pipeline::ContinuousBatchingPipeline> pipe, int64_t context);
+  // The loaded model: requests are served from now on. `chat_template`: the file's, for /props.
+  void set_model(std::unique_ptr<pipeline::ContinuousBatchingPipeline> pipe, int64_t context, std::string chat_template = {});
   // SIGTERM: refuse new requests, let running ones finish for shutdown_timeout_s, cancel the rest,
   // give their streams a moment to write the final chunk, stop listening.
   void shutdown();
@@ -49,6 +54,10 @@ class Server {
  private:
   void add_routes();
   bool admit_route(const httplib::Request& req, httplib::Response& res);  // pre-routing: key, readiness
+  // Pre-routing: CORS headers for an allowed Origin; true when it answered a preflight (OPTIONS).
+  bool cors(const httplib::Request& req, httplib::Response& res);
+  void props(httplib::Response& res);
+  void slots(httplib::Response& res);
   // POST routes get the body read by read_body() (bounded by max_body, chunked or not).
   using BodyHandler = void (Server::*)(const std::string& body, httplib::Response& res);
   void post(const char* path, BodyHandler handler);
@@ -72,6 +81,7 @@ class Server {
   std::unique_ptr<pipeline::ContinuousBatchingPipeline> pipe_;
   std::unique_ptr<EngineLoop> loop_;
   ModelInfo model_;
+  std::string chat_template_;
   std::atomic<bool> ready_{false};
   std::atomic<bool> stopping_{false};
   std::thread listener_;
