@@ -6,7 +6,7 @@ PROMPT  ?= What is the capital of France? Answer in one sentence.
 FUZZ_SECONDS ?= 60
 FUZZ_TEST_SECONDS ?= 10
 
-.PHONY: all setup models configure build build-ggflow run serve cluster bench bench-structured bench-speculative bench-cluster test test-asan test-tsan fuzz clean
+.PHONY: all setup models configure build build-ggflow run serve cluster bench bench-requant bench-structured bench-speculative bench-cluster test test-asan test-tsan fuzz clean
 all: build
 
 setup:
@@ -57,6 +57,12 @@ bench: configure models
 	@cmake --build $(BUILD) -j$(JOBS) --target ggflow matmul_kernels
 	@PATH="$(CURDIR)/.venv/bin:$$PATH" JOBS=$(JOBS) bench/install_llamacpp.sh >/dev/null
 	@.venv/bin/python bench/compare_llamacpp.py --rounds $(BENCH_ROUNDS) $(BENCH_ARGS) $(BENCH_MODELS)
+
+# Decode on the 1.5B file requantized with llama.cpp's llama-quantize to Q8_0, Q6_K and Q5_K_M
+# (bench/requantize.sh, kept in ~/.cache/ggflow/requantized), against llama.cpp on each file.
+REQUANT_MODEL ?= models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf
+bench-requant: build-ggflow models
+	@.venv/bin/python bench/compare_llamacpp.py -p 0 -n 128 -r 2 --rounds 3 $$(PATH="$(CURDIR)/.venv/bin:$$PATH" JOBS=$(JOBS) bench/requantize.sh $(REQUANT_MODEL) Q8_0 Q6_K Q5_K_M)
 
 # Decode with a JSON-Schema constraint against free decoding, ggflow serve and llama-server, 1 and
 # 8 streams (bench/structured_decode.py; docs/BENCHMARKS.md). On an idle machine.

@@ -1,19 +1,25 @@
-#!/usr/bin/env bash
-# The default model requantized by llama.cpp's own llama-quantize (bench/install_llamacpp.sh) to
-# the types llama.cpp has its best x86 paths for, for the comparisons of docs/BENCHMARKS.md:
-#   bench/requantize.sh [OUT_DIR]     default OUT_DIR: ~/.cache/ggflow/requantized
-# writes OUT_DIR/smollm2-135m-instruct-{q4_0,q8_0}.gguf (outside the repository) and prints their
-# paths. Idempotent.
-set -euo pipefail
-cd "$(dirname "$0")/.."
-OUT=${1:-$HOME/.cache/ggflow/requantized}
-SRC=models/smollm2-135m-instruct-q4_1.gguf
-[ -f "$SRC" ] || { echo "requantize: $SRC is missing (run scripts/setup.sh)" >&2; exit 1; }
-BIN=$(bench/install_llamacpp.sh | tail -1)
-mkdir -p "$OUT"
-for t in q4_0 q8_0; do
-  dst="$OUT/smollm2-135m-instruct-$t.gguf"
-  T=$(echo "$t" | tr a-z A-Z)
-  [ -f "$dst" ] || "$BIN/llama-quantize" --allow-requantize "$SRC" "$dst" "$T" >&2
-  echo "$dst"
+#!/bin/sh
+# A .gguf requantized with llama.cpp's own llama-quantize (built outside the repository by
+# bench/install_llamacpp.sh) to each TYPE, into ~/.cache/ggflow/requantized/<stem>-<TYPE>.gguf
+# (made once, kept); prints the files' paths, one a line, for bench/compare_llamacpp.py.
+# Requantizing a Q4_K_M file to a wider type adds no quality, only the type: this is for speed.
+#
+#   bench/requantize.sh models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf Q8_0 Q6_K Q5_K_M
+set -eu
+[ $# -ge 2 ] || { echo "usage: $0 MODEL.gguf TYPE..." >&2; exit 2; }
+model=$1
+shift
+[ -f "$model" ] || { echo "$0: $model does not exist (make models fetches the real files)" >&2; exit 1; }
+bin=$(JOBS="${JOBS:-2}" "$(dirname "$0")/install_llamacpp.sh")
+out="${GGFLOW_CACHE:-$HOME/.cache/ggflow}/requantized"
+mkdir -p "$out"
+stem=$(basename "$model" .gguf)
+for t in "$@"; do
+  f="$out/$stem-$t.gguf"
+  if [ ! -s "$f" ]; then
+    LD_LIBRARY_PATH="$bin" "$bin/llama-quantize" --allow-requantize "$model" "$f.tmp" "$t" 2 >/dev/null 2>&1 ||
+      { echo "$0: llama-quantize $model -> $t failed" >&2; rm -f "$f.tmp"; exit 1; }
+    mv "$f.tmp" "$f"
+  fi
+  echo "$f"
 done
