@@ -425,6 +425,8 @@ std::optional<ApiError> parse_chat_request(const Json& body, const ModelInfo& mo
     f.fail(invalid("invalid_value", "top_logprobs", "'top_logprobs' needs 'logprobs': true"));
   if (logprobs) out.params.logprobs = int32_t(top);
   read_stream(f, out);
+  if (out.stream && out.best_of > out.n)
+    f.fail(invalid("invalid_value", "best_of", "'best_of' larger than 'n' cannot be streamed: the answer is chosen once every candidate is done"));
   f.boolean("return_token_ids", out.return_token_ids);
   read_engine_extensions(f);
   read_constraint(f, out);
@@ -527,8 +529,12 @@ std::optional<ApiError> parse_completion_request(const Json& body, const ModelIn
   int64_t n = 1;
   if (f.integer("n", n, 1, kMaxChoices)) out.n = int32_t(n);
   int64_t best_of = 0;
-  if (f.integer("best_of", best_of, 1, kMaxChoices) && best_of != out.n)
-    f.fail(invalid("unsupported", "best_of", "'best_of' other than 'n' is not supported"));
+  if (f.integer("best_of", best_of, 1, kMaxChoices)) {
+    if (best_of < out.n)
+      f.fail(invalid("invalid_value", "best_of", "'best_of' (" + std::to_string(best_of) + ") must be at least 'n' (" +
+                                                     std::to_string(out.n) + "): the n most likely of best_of candidates are returned"));
+    out.best_of = int32_t(best_of);
+  }
   int64_t logprobs = 0;
   if (f.integer("logprobs", logprobs, 0, 5)) out.params.logprobs = int32_t(logprobs);
   f.boolean("echo", out.echo);
@@ -538,15 +544,18 @@ std::optional<ApiError> parse_completion_request(const Json& body, const ModelIn
     if (!v->is_string() || !v->get<std::string>().empty())
       f.fail(invalid("unsupported", "suffix", "'suffix' (fill-in-the-middle) is not supported"));
   read_stream(f, out);
+  if (out.stream && out.best_of > out.n)
+    f.fail(invalid("invalid_value", "best_of", "'best_of' larger than 'n' cannot be streamed: the answer is chosen once every candidate is done"));
   f.boolean("return_token_ids", out.return_token_ids);
   read_engine_extensions(f);
   read_constraint(f, out);
   f.check_unknown();
   if (f.error) return f.error;
-  if (out.num_choices() > kMaxChoices)
-    return invalid("invalid_value", "n", std::to_string(out.prompts.size()) + " prompts x n = " + std::to_string(out.n) +
-                                             " asks for " + std::to_string(out.num_choices()) + " choices; at most " +
-                                             std::to_string(kMaxChoices) + " per request");
+  if (out.num_candidates() > kMaxChoices)
+    return invalid("invalid_value", out.best_of > out.n ? "best_of" : "n",
+                   std::to_string(out.prompts.size()) + " prompts x " + (out.best_of > out.n ? "best_of" : "n") + " = " +
+                       std::to_string(out.candidates()) + " asks for " + std::to_string(out.num_candidates()) +
+                       " completions; at most " + std::to_string(kMaxChoices) + " per request");
   return check_context(out, model);
 }
 

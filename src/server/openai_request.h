@@ -37,6 +37,7 @@ struct GenerationRequest {
   bool chat = true;                  // /v1/chat/completions, else /v1/completions
   std::vector<PromptInput> prompts;  // chat: exactly one
   int32_t n = 1;                     // choices per prompt
+  int32_t best_of = 0;               // completions: candidates per prompt, the n most likely answered (0: n)
   bool stream = false;
   bool include_usage = false;        // stream_options.include_usage
   bool echo = false;                 // completions
@@ -47,6 +48,8 @@ struct GenerationRequest {
   std::shared_ptr<const pipeline::ToolRequest> tools;  // chat with active tools: answers parsed into tool_calls
   pipeline::ToolFormat tool_format = pipeline::ToolFormat::Generic;
   int64_t num_choices() const { return int64_t(prompts.size()) * n; }
+  int32_t candidates() const { return best_of > n ? best_of : n; }  // generated per prompt
+  int64_t num_candidates() const { return int64_t(prompts.size()) * candidates(); }
 };
 
 // Parses a request body: valid UTF-8 JSON, an object, nested at most kMaxJsonDepth deep.

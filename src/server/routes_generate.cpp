@@ -1,5 +1,6 @@
 // POST /v1/chat/completions and /v1/completions: parse and check the request on the HTTP thread,
 // queue its choices on the engine loop, then answer in one body or as Server-Sent Events.
+#include <algorithm>
 #include <chrono>
 
 #include "server/http_server.h"
@@ -11,15 +12,17 @@ namespace {
 
 constexpr auto kKeepAlive = std::chrono::milliseconds(1000);  // SSE comment interval while waiting
 
-// The choices of a request as submissions: prompt-major, choice i of a prompt seeded seed + i.
+// The candidates of a request as submissions: prompt-major, candidate i of a prompt seeded seed + i
+// (best_of > n: each records its tokens' log-probabilities, which choose the answers).
 std::vector<Submission> submissions(const GenerationRequest& r, const std::shared_ptr<RequestHandle>& handle) {
   std::vector<Submission> out;
   for (size_t p = 0; p < r.prompts.size(); ++p)
-    for (int32_t i = 0; i < r.n; ++i) {
+    for (int32_t i = 0; i < r.candidates(); ++i) {
       Submission s;
-      s.index = int32_t(p) * r.n + i;
+      s.index = int32_t(p) * r.candidates() + i;
       s.prompt = r.prompts[p].ids;
       s.params = r.params;
+      if (r.best_of > r.n && s.params.logprobs < 0) s.params.logprobs = 0;
       s.constraint = r.constraint;
       if (s.params.seed) s.params.seed = *s.params.seed + uint64_t(i);
       s.handle = handle;
@@ -43,13 +46,36 @@ void apply(ChoiceState& c, RequestEvent& e) {
 
 std::vector<ChoiceState> initial_choices(const GenerationRequest& r) {
   std::vector<ChoiceState> choices;
-  for (int64_t i = 0; i < r.num_choices(); ++i) choices.push_back(new_choice(r));
+  for (int64_t i = 0; i < r.num_candidates(); ++i) choices.push_back(new_choice(r));
   if (!r.chat && r.echo)
     for (size_t i = 0; i < choices.size(); ++i) {
-      choices[i].text = r.prompts[i / size_t(r.n)].text;
+      choices[i].text = r.prompts[i / size_t(r.candidates())].text;
       choices[i].text_offset = choices[i].text.size();
     }
   return choices;
+}
+
+// best_of: per prompt, the n candidates with the highest cumulative log-probability of their
+// tokens, most likely first (vLLM's rule; ties keep the candidate order); their recorded
+// log-probabilities dropped when the request did not ask for them.
+std::vector<ChoiceState> best_choices(const GenerationRequest& r, std::vector<ChoiceState>& all) {
+  std::vector<ChoiceState> out;
+  const size_t k = size_t(r.candidates());
+  for (size_t p = 0; p < r.prompts.size(); ++p) {
+    std::vector<std::pair<double, size_t>> ranked;
+    for (size_t i = 0; i < k; ++i) {
+      double sum = 0;
+      for (const auto& l : all[p * k + i].logprobs) sum += l.chosen.logprob;
+      ranked.push_back({sum, i});
+    }
+    std::stable_sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+    for (int32_t j = 0; j < r.n; ++j) {
+      ChoiceState c = std::move(all[p * k + ranked[size_t(j)].second]);
+      if (r.params.logprobs < 0) c.logprobs.clear();
+      out.push_back(std::move(c));
+    }
+  }
+  return out;
 }
 
 int64_t completion_tokens(const std::vector<ChoiceState>& choices) {
@@ -112,7 +138,14 @@ void Server::generate_blocking(const GenerationRequest& r, std::shared_ptr<Reque
   for (const auto& c : choices)
     if (c.finish == text::FinishReason::Error)
       return send_error(res, {500, "server_error", "generation_failed", "", "the generation failed: " + c.error});
-  send_json(res, response_json(new_head(r, model_.name), r, choices, model_.format->tokenizer()));
+  if (r.best_of <= r.n) return send_json(res, response_json(new_head(r, model_.name), r, choices, model_.format->tokenizer()));
+  // best_of: usage counts every candidate's tokens (as OpenAI bills them), the answer the best n
+  GenerationRequest all = r;
+  all.n = r.candidates();
+  const Json usage = usage_json(all, choices);
+  Json out = response_json(new_head(r, model_.name), r, best_choices(r, choices), model_.format->tokenizer());
+  out["usage"] = usage;
+  send_json(res, out);
 }
 
 void Server::generate_stream(std::shared_ptr<const GenerationRequest> r, std::shared_ptr<RequestHandle> handle,

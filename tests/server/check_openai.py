@@ -229,6 +229,28 @@ def check_n(client, name):
             f"n=2 gave {by}; seed 4242 alone {a!r}, seed 4243 alone {b!r}")
 
 
+def check_best_of(client, name):
+    """best_of > n: the n of best_of candidates with the highest cumulative log-probability, most
+    likely first. The candidates themselves are what n = best_of gives (candidate i: seed + i)."""
+    kw = dict(model=name, prompt="Once upon a time", temperature=1.0, max_tokens=10, seed=777)
+    r = client.completions.create(best_of=4, n=2, **kw)
+    cands = client.completions.create(n=4, logprobs=0, **kw)
+    ranked = sorted(cands.choices, key=lambda ch: (-sum(ch.logprobs.token_logprobs), ch.index))
+    want = [ch.text for ch in ranked[:2]]
+    got = [ch.text for ch in sorted(r.choices, key=lambda ch: ch.index)]
+    c.check(got == want and len(set(x.text for x in cands.choices)) > 2,
+            "best_of=4, n=2: the two candidates with the highest cumulative logprob, most likely first",
+            f"got {got}, want {want}, sums {[round(sum(ch.logprobs.token_logprobs), 3) for ch in cands.choices]}")
+    c.check(all(ch.logprobs is None for ch in r.choices), "best_of: no logprobs in the answer unless asked",
+            str([ch.logprobs for ch in r.choices]))
+    c.check(r.usage.completion_tokens == cands.usage.completion_tokens,
+            "best_of: usage counts every candidate's tokens", f"{r.usage.completion_tokens} vs {cands.usage.completion_tokens}")
+    one = client.completions.create(best_of=3, logprobs=1, **kw)
+    lp = one.choices[0].logprobs
+    c.check(len(one.choices) == 1 and lp is not None and len(lp.top_logprobs or []) == len(lp.tokens),
+            "best_of=3, n=1 with logprobs=1: one answer with its logprobs", repr(one.choices))
+
+
 def check_chat_logprobs(client, name):
     r = client.chat.completions.create(model=name, messages=msgs("Tell me a story about a brave knight."),
                                        temperature=0, max_tokens=12, logprobs=True, top_logprobs=3)
@@ -784,6 +806,7 @@ def main():
         run_check("chat", check_chat, client, name)
         run_check("completions", check_completions, client, name, srv)
         run_check("n=2", check_n, client, name)
+        run_check("best_of", check_best_of, client, name)
         run_check("chat logprobs", check_chat_logprobs, client, name)
         run_check("stop", check_stop, client, name)
         run_check("seed", check_seed, client, name)
