@@ -114,7 +114,7 @@ Result<Tokenizer> Tokenizer::create(VocabData vocab) {
   if (!vocab.scores.empty() && vocab.scores.size() != n)
     return make_error("scores and tokens differ in length", "re-convert the model");
   for (int32_t* id : {&vocab.bos, &vocab.eos, &vocab.eot, &vocab.eom, &vocab.pad, &vocab.unk,
-                      &vocab.sep, &vocab.cls}) {
+                      &vocab.sep, &vocab.cls, &vocab.fim_pre, &vocab.fim_suf, &vocab.fim_mid}) {
     if (*id != kNoToken && (*id < 0 || static_cast<size_t>(*id) >= n))
       return make_error("special token id " + std::to_string(*id) + " is outside the vocabulary",
                         "the vocabulary has " + std::to_string(n) + " tokens");
@@ -168,6 +168,21 @@ Result<Tokenizer> Tokenizer::create(VocabData vocab) {
     if (m.v.eot == kNoToken && std::string_view(t) != "<|endoftext|>" && id != m.v.eos)
       m.v.eot = id;
   }
+  // Fill-in-the-middle tokens the file does not name: found by their text, as llama.cpp's
+  // vocabulary finds them (Qwen2.5-Coder, StarCoder, CodeLlama, DeepSeek-Coder).
+  // (U+2581 is "\xe2\x96\x81", U+FF5C "\xef\xbd\x9c"; the literals are split where a hex
+  // escape would swallow the next letter.)
+  const std::pair<int32_t*, std::vector<const char*>> fim[] = {
+      {&m.v.fim_pre, {"<|fim_prefix|>", "<fim-prefix>", "<fim_prefix>", "<PRE>", "\xe2\x96\x81<PRE>",
+                      "<\xef\xbd\x9c" "fim\xe2\x96\x81" "begin\xef\xbd\x9c>"}},
+      {&m.v.fim_suf, {"<|fim_suffix|>", "<fim-suffix>", "<fim_suffix>", "<SUF>", "\xe2\x96\x81<SUF>",
+                      "<\xef\xbd\x9c" "fim\xe2\x96\x81" "hole\xef\xbd\x9c>"}},
+      {&m.v.fim_mid, {"<|fim_middle|>", "<fim-middle>", "<fim_middle>", "<MID>", "\xe2\x96\x81<MID>",
+                      "<\xef\xbd\x9c" "fim\xe2\x96\x81" "end\xef\xbd\x9c>"}},
+  };
+  for (const auto& [id, texts] : fim)
+    for (const char* t : texts)
+      if (const int32_t found = m.lookup.find(t); *id == kNoToken && found >= 0) *id = found;
   Tokenizer tok;
   tok.impl_ = std::move(impl);
   return tok;
@@ -257,6 +272,9 @@ const std::string& Tokenizer::pre() const { return impl_->v.pre; }
 int32_t Tokenizer::bos() const { return impl_->v.bos; }
 int32_t Tokenizer::eos() const { return impl_->v.eos; }
 int32_t Tokenizer::eot() const { return impl_->v.eot; }
+int32_t Tokenizer::fim_pre() const { return impl_->v.fim_pre; }
+int32_t Tokenizer::fim_suf() const { return impl_->v.fim_suf; }
+int32_t Tokenizer::fim_mid() const { return impl_->v.fim_mid; }
 int32_t Tokenizer::pad() const { return impl_->v.pad; }
 int32_t Tokenizer::unk() const { return impl_->v.unk; }
 bool Tokenizer::add_bos() const { return impl_->add_bos; }

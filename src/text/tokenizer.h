@@ -65,6 +65,11 @@ class Tokenizer {
   int32_t bos() const;
   int32_t eos() const;
   int32_t eot() const;  // end of turn: the file's id, else found by text (<|im_end|>, ...)
+  // Fill-in-the-middle: prefix, suffix, middle; the file's ids, else found by text
+  // (<|fim_prefix|>, <PRE>, ...); kNoToken when the vocabulary has none.
+  int32_t fim_pre() const;
+  int32_t fim_suf() const;
+  int32_t fim_mid() const;
   int32_t pad() const;
   int32_t unk() const;
   bool add_bos() const;

@@ -97,6 +97,8 @@ Result<VocabData> read_vocab(const gguf::File& file) {
       {"tokenizer.ggml.eot_token_id", &v.eot},     {"tokenizer.ggml.eom_token_id", &v.eom},
       {"tokenizer.ggml.padding_token_id", &v.pad}, {"tokenizer.ggml.unknown_token_id", &v.unk},
       {"tokenizer.ggml.seperator_token_id", &v.sep}, {"tokenizer.ggml.cls_token_id", &v.cls},
+      {"tokenizer.ggml.fim_pre_token_id", &v.fim_pre}, {"tokenizer.ggml.fim_suf_token_id", &v.fim_suf},
+      {"tokenizer.ggml.fim_mid_token_id", &v.fim_mid},
   };
   for (const auto& k : ids) {
     if (auto st = read_id(file, k.key, *k.out); !st) return st.error();

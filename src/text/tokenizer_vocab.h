@@ -35,6 +35,7 @@ struct VocabData {
   std::vector<std::string> merges;  // tokenizer.ggml.merges ("left right", rank = index)
   int32_t bos = kNoToken, eos = kNoToken, eot = kNoToken, eom = kNoToken, pad = kNoToken,
           unk = kNoToken, sep = kNoToken, cls = kNoToken;
+  int32_t fim_pre = kNoToken, fim_suf = kNoToken, fim_mid = kNoToken;  // fill-in-the-middle
   std::optional<bool> add_bos, add_eos, add_space_prefix;
 };
 

@@ -238,7 +238,7 @@ def build_cases(name):
     addc("prompt mixing ids and strings", compl(prompt=[1, "a"]), "invalid_type", "~prompt")
     addc("prompt with an empty id array", compl(prompt=[[1, 2], []]), "invalid_value", "~prompt")
     addc("prompt missing", compl(prompt=DROP), "missing_field", "prompt")
-    addc("suffix", compl(suffix="end"), UNSUPPORTED, "suffix")
+    addc("suffix on a model without FIM tokens", compl(suffix="end"), "invalid_value", "suffix")
     addc("echo with logprobs", compl(echo=True, logprobs=1), UNSUPPORTED, "echo|logprobs")
     addc("logprobs 6", compl(logprobs=6), "invalid_value", "logprobs")
     addc("logprobs -1", compl(logprobs=-1), "invalid_value", "logprobs")
