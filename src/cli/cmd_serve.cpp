@@ -34,6 +34,7 @@ struct Opts {
   bool no_webui = false;
   pipeline::SpeculativeOptions spec;
   std::vector<std::string> cors_origins;
+  std::string ssl_cert, ssl_key;
 };
 
 // --kv-cache: "512" (blocks of 32 tokens) or a size ("256MiB"). Returns bytes, or -blocks.
@@ -121,12 +122,17 @@ int serve(const Opts& o) {
   cfg.loop.max_queue = o.max_queue;
   cfg.cors_origins = o.cors_origins;
   cfg.model_path = o.model;
+  cfg.ssl_cert = o.ssl_cert;
+  cfg.ssl_key = o.ssl_key;
+  const char* scheme = o.ssl_cert.empty() ? "http" : "https";
 
-  server::Server srv(cfg);
+  auto created = server::Server::create(cfg);
+  if (!created) return fail("serve", created.error());
+  server::Server& srv = **created;
   auto port = srv.bind();
   if (!port) return fail("serve", port.error());
   srv.start();
-  std::fprintf(stderr, "ggflow serve: listening on http://%s:%d, loading %s\n", o.host.c_str(), *port, o.model.c_str());
+  std::fprintf(stderr, "ggflow serve: listening on %s://%s:%d, loading %s\n", scheme, o.host.c_str(), *port, o.model.c_str());
   int64_t context = 0;
   std::string chat_template;
   auto pipe = load(o, context, chat_template);
@@ -135,7 +141,7 @@ int serve(const Opts& o) {
     return fail("serve", pipe.error());
   }
   srv.set_model(std::move(*pipe), context, std::move(chat_template));
-  std::fprintf(stderr, "ggflow serve: ready: model '%s' at http://%s:%d/v1 (chat page: %s)\n", cfg.served_name.c_str(),
+  std::fprintf(stderr, "ggflow serve: ready: model '%s' at %s://%s:%d/v1 (chat page: %s)\n", cfg.served_name.c_str(), scheme,
                o.host.c_str(), *port, cfg.webui ? "/" : "off");
   int sig = 0;
   sigwait(&stop_signals, &sig);
@@ -162,6 +168,8 @@ void add(CLI::App& app, int& rc) {
   cmd->add_option("--api-key", o->api_key, "require 'Authorization: Bearer KEY' (default: $GGFLOW_API_KEY)");
   cmd->add_option("--served-model-name", o->name, "the model name of the API (default: the file name)");
   cmd->add_flag("--no-webui", o->no_webui, "do not serve the chat page at /");
+  cmd->add_option("--ssl-cert", o->ssl_cert, "serve HTTPS with this certificate (PEM; with --ssl-key)");
+  cmd->add_option("--ssl-key", o->ssl_key, "the certificate's private key (PEM)");
   cmd->add_option("--cors-origin", o->cors_origins,
                   "an origin whose browser pages may call the API (repeat for several; '*': any); default: none");
   cmd->add_option("--max-body", o->max_body, "largest request body")->capture_default_str();

@@ -50,26 +50,41 @@ void send_json(httplib::Response& res, const Json& body, int status) {
   res.set_content(dump(body), "application/json");
 }
 
-Server::Server(ServeConfig cfg) : cfg_(std::move(cfg)) {
+Result<std::unique_ptr<Server>> Server::create(ServeConfig cfg) {
+  if (cfg.ssl_cert.empty() != cfg.ssl_key.empty())
+    return make_error(std::string("--ssl-") + (cfg.ssl_cert.empty() ? "key" : "cert") + " given without --ssl-" +
+                          (cfg.ssl_cert.empty() ? "cert" : "key"),
+                      "HTTPS needs both: the certificate (PEM) and its private key (PEM)");
+  auto srv = std::make_unique<Server>(std::move(cfg));
+  if (!srv->http_->is_valid())
+    return make_error("cannot load the TLS certificate '" + srv->cfg_.ssl_cert + "' with the key '" + srv->cfg_.ssl_key + "'",
+                      "give PEM files that exist and belong together (openssl x509 -in CERT -noout -text checks one)");
+  return srv;
+}
+
+Server::Server(ServeConfig cfg)
+    : cfg_(std::move(cfg)),
+      http_(cfg_.ssl_cert.empty() ? std::make_unique<httplib::Server>()
+                                  : std::make_unique<httplib::SSLServer>(cfg_.ssl_cert.c_str(), cfg_.ssl_key.c_str())) {
   // One thread per connection: a streaming client holds one for its whole answer, so the pool
   // covers every request that may be live plus some for /metrics, /health and refusals.
   // Threads are cheap while they wait: twice that, so stalled clients (each dropped after the
   // read timeout) do not starve /health.
   const size_t threads = 2 * size_t(cfg_.loop.max_num_seqs + cfg_.loop.max_queue) + 64;
-  http_.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  http_.set_payload_max_length(cfg_.max_body);
-  http_.set_keep_alive_timeout(5);
-  http_.set_read_timeout(10, 0);   // a client that stalls mid-request loses its connection
-  http_.set_write_timeout(30, 0);
-  http_.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
+  http_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  http_->set_payload_max_length(cfg_.max_body);
+  http_->set_keep_alive_timeout(5);
+  http_->set_read_timeout(10, 0);   // a client that stalls mid-request loses its connection
+  http_->set_write_timeout(30, 0);
+  http_->set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
     t_start = Clock::now();
     if (cors(req, res)) return httplib::Server::HandlerResponse::Handled;
     return admit_route(req, res) ? httplib::Server::HandlerResponse::Unhandled : httplib::Server::HandlerResponse::Handled;
   });
-  http_.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+  http_->set_error_handler([](const httplib::Request& req, httplib::Response& res) {
     if (res.body.empty() && !res.content_provider_) send_error(res, error_for_status(res.status, req));
   });
-  http_.set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+  http_->set_exception_handler([](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
     std::string what = "unknown exception";
     try {
       if (ep) std::rethrow_exception(ep);
@@ -79,7 +94,7 @@ Server::Server(ServeConfig cfg) : cfg_(std::move(cfg)) {
     }
     send_error(res, {500, "server_error", "internal_error", "", "internal error: " + what + " (this is a bug; the server goes on)"});
   });
-  http_.set_logger([this](const httplib::Request& req, const httplib::Response& res) {
+  http_->set_logger([this](const httplib::Request& req, const httplib::Response& res) {
     metrics_.on_response(res.status);
     const double secs = std::chrono::duration<double>(Clock::now() - t_start).count();
     const auto tokens = res.get_header_value("X-Ggflow-Completion-Tokens");
@@ -90,7 +105,7 @@ Server::Server(ServeConfig cfg) : cfg_(std::move(cfg)) {
 }
 
 Server::~Server() {
-  http_.stop();
+  http_->stop();
   if (listener_.joinable()) listener_.join();
   loop_.reset();
 }
@@ -98,9 +113,9 @@ Server::~Server() {
 Result<int> Server::bind() {
   int port = cfg_.port;
   if (port == 0) {
-    port = http_.bind_to_any_port(cfg_.host);
+    port = http_->bind_to_any_port(cfg_.host);
     if (port < 0) return make_error("cannot listen on " + cfg_.host, "check --host");
-  } else if (!http_.bind_to_port(cfg_.host, port)) {
+  } else if (!http_->bind_to_port(cfg_.host, port)) {
     return make_error("cannot listen on " + cfg_.host + ":" + std::to_string(port),
                       "the port is in use or the address is not this machine's; pick another --port or --host");
   }
@@ -109,7 +124,7 @@ Result<int> Server::bind() {
 }
 
 void Server::start() {
-  listener_ = std::thread([this] { http_.listen_after_bind(); });
+  listener_ = std::thread([this] { http_->listen_after_bind(); });
 }
 
 void Server::set_model(std::unique_ptr<pipeline::ContinuousBatchingPipeline> pipe, int64_t context, std::string chat_template) {
@@ -131,9 +146,9 @@ void Server::shutdown() {
   if (loop_) {
     loop_->drain(std::chrono::seconds(cfg_.shutdown_timeout_s));
     // The streams write their final chunks on their own threads: give them a moment.
-    for (int i = 0; i < 50 && http_.is_running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    for (int i = 0; i < 50 && http_->is_running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
-  http_.stop();
+  http_->stop();
   if (listener_.joinable()) listener_.join();
   loop_.reset();
   if (pipe_) {  // the loop thread is gone: the block manager can be checked from here
@@ -241,7 +256,7 @@ void Server::slots(httplib::Response& res) {
 void Server::post(const char* path, BodyHandler handler) {
   // The body is read here rather than by httplib, which bounds Content-Length bodies by
   // set_payload_max_length but reads chunked ones whole: both stop at max_body.
-  http_.Post(path, [this, handler](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
+  http_->Post(path, [this, handler](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
     std::string body;
     const std::string length = req.get_header_value("Content-Length");
     bool too_large = !length.empty() && (length.size() > 18 || std::stoull("0" + length.substr(0, length.find_first_not_of("0123456789"))) > cfg_.max_body);
@@ -267,17 +282,17 @@ void Server::post(const char* path, BodyHandler handler) {
 void Server::add_routes() {
   using Req = const httplib::Request&;
   using Res = httplib::Response&;
-  http_.Get("/health", [](Req, Res res) { send_json(res, {{"status", "ok"}}); });
-  http_.Get("/ready", [this](Req, Res res) {
+  http_->Get("/health", [](Req, Res res) { send_json(res, {{"status", "ok"}}); });
+  http_->Get("/ready", [this](Req, Res res) {
     if (stopping_ || (loop_ && loop_->draining()))
       return send_error(res, {503, "server_error", "shutting_down", "", "the server is shutting down"});
     if (!ready_) return send_error(res, {503, "server_error", "model_loading", "", "the model is still loading"});
     send_json(res, {{"status", "ready"}, {"model", model_.name}});
   });
-  http_.Get("/metrics", [this](Req, Res res) { res.set_content(metrics_.render(), "text/plain; version=0.0.4"); });
+  http_->Get("/metrics", [this](Req, Res res) { res.set_content(metrics_.render(), "text/plain; version=0.0.4"); });
   // SGLang's load report, which vllm-router polls for its power_of_two policy: "load" is the
   // requests the replica holds (running + waiting).
-  http_.Get("/get_load", [this](Req, Res res) {
+  http_->Get("/get_load", [this](Req, Res res) {
     const EngineGauges g = metrics_.gauges();
     send_json(res, {{"load", g.running + g.waiting},
                     {"num_requests_running", g.running},
@@ -285,16 +300,16 @@ void Server::add_routes() {
                     {"kv_cache_usage_perc", g.num_blocks > 0 ? double(g.blocks_used) / g.num_blocks : 0.0}});
   });
   if (cfg_.webui)
-    http_.Get("/", [](Req, Res res) {
+    http_->Get("/", [](Req, Res res) {
       const auto page = webui_page();
       res.set_header("Content-Security-Policy", "default-src 'self'; script-src 'unsafe-inline'; style-src 'unsafe-inline'");
       res.set_header("X-Content-Type-Options", "nosniff");
       res.set_content(page.data(), page.size(), "text/html; charset=utf-8");
     });
-  http_.Get("/props", [this](Req, Res res) { props(res); });
-  http_.Get("/slots", [this](Req, Res res) { slots(res); });
-  http_.Get("/v1/models", [this](Req req, Res res) { models(req, res); });
-  http_.Get(R"(/v1/models/(.+))", [this](Req req, Res res) { models(req, res); });
+  http_->Get("/props", [this](Req, Res res) { props(res); });
+  http_->Get("/slots", [this](Req, Res res) { slots(res); });
+  http_->Get("/v1/models", [this](Req req, Res res) { models(req, res); });
+  http_->Get(R"(/v1/models/(.+))", [this](Req req, Res res) { models(req, res); });
   post("/v1/chat/completions", &Server::chat);
   post("/v1/completions", &Server::completion);
   post("/v1/chat/completions/render", &Server::chat_render);
@@ -312,18 +327,18 @@ void Server::add_routes() {
   };
   for (const char* path : {"/v1/chat/completions", "/v1/completions", "/v1/chat/completions/render",
                            "/v1/completions/render", "/tokenize", "/detokenize", "/apply-template"}) {
-    http_.Get(path, not_allowed("POST"));
-    http_.Put(path, not_allowed("POST"));
-    http_.Patch(path, not_allowed("POST"));
-    http_.Delete(path, not_allowed("POST"));
-    http_.Options(path, not_allowed("POST"));
+    http_->Get(path, not_allowed("POST"));
+    http_->Put(path, not_allowed("POST"));
+    http_->Patch(path, not_allowed("POST"));
+    http_->Delete(path, not_allowed("POST"));
+    http_->Options(path, not_allowed("POST"));
   }
   for (const char* path : {"/v1/models", R"(/v1/models/(.+))", "/health", "/ready", "/metrics", "/get_load", "/props", "/slots"}) {
-    http_.Post(path, not_allowed("GET"));
-    http_.Put(path, not_allowed("GET"));
-    http_.Patch(path, not_allowed("GET"));
-    http_.Delete(path, not_allowed("GET"));
-    http_.Options(path, not_allowed("GET"));
+    http_->Post(path, not_allowed("GET"));
+    http_->Put(path, not_allowed("GET"));
+    http_->Patch(path, not_allowed("GET"));
+    http_->Delete(path, not_allowed("GET"));
+    http_->Options(path, not_allowed("GET"));
   }
 }
 

@@ -33,12 +33,15 @@ struct ServeConfig {
   // headers, so browsers keep other origins' pages out.
   std::vector<std::string> cors_origins;
   std::string model_path;           // /props
+  std::string ssl_cert, ssl_key;    // PEM files: serve HTTPS (OpenSSL through cpp-httplib); empty: HTTP
   LoopConfig loop;
 };
 
 class Server {
  public:
   explicit Server(ServeConfig cfg);
+  // Errors: a certificate or key that OpenSSL cannot load (or only one of the two given).
+  static Result<std::unique_ptr<Server>> create(ServeConfig cfg);
   ~Server();
 
   // Binds host:port; returns the port (the chosen one for port 0).
@@ -76,7 +79,7 @@ class Server {
   void models(const httplib::Request& req, httplib::Response& res);
 
   ServeConfig cfg_;
-  httplib::Server http_;
+  std::unique_ptr<httplib::Server> http_;  // an httplib::SSLServer with ssl_cert / ssl_key
   Metrics metrics_;
   std::unique_ptr<pipeline::ContinuousBatchingPipeline> pipe_;
   std::unique_ptr<EngineLoop> loop_;

@@ -182,7 +182,10 @@ class Server:
         self._reported = True
         return f"{self.name} exited with {self.proc.returncode}:\n" + self.log_tail()
 
-    def __init__(self, ggflow, model, flags=(), env=None, ready_timeout=120.0, name="server"):
+    def __init__(self, ggflow, model, flags=(), env=None, ready_timeout=120.0, name="server", tls=None):
+        """`tls`: an ssl.SSLContext that trusts the server's certificate (the server runs with
+        --ssl-cert/--ssl-key among `flags`): requests and `url` then use HTTPS."""
+        self.tls = tls
         self.ggflow = str(ggflow)
         self.model = str(model)
         self.flags = [str(f) for f in flags]
@@ -300,9 +303,11 @@ class Server:
     # ---- HTTP --------------------------------------------------------------------------------------
     @property
     def url(self):
-        return f"http://{self.host}:{self.port}"
+        return f"{'https' if self.tls else 'http'}://{self.host}:{self.port}"
 
     def connection(self, timeout=60.0):
+        if self.tls:
+            return http.client.HTTPSConnection(self.host, self.port, timeout=timeout, context=self.tls)
         return http.client.HTTPConnection(self.host, self.port, timeout=timeout)
 
     def request(self, method, path, body=None, headers=None, timeout=60.0):
