@@ -228,8 +228,11 @@ TEST_F(Parse, CompletionPromptForms) {
       {R"({"prompt": [99999999]})", "prompt", "invalid_value"},
       {R"({"prompt": "x", "logprobs": 6})", "logprobs", "invalid_value"},
       {R"({"prompt": "x", "logprobs": 1, "echo": true})", "echo", "unsupported"},
-      {R"({"prompt": "x", "suffix": "y"})", "suffix", "unsupported"},
-      {R"({"prompt": "x", "best_of": 3})", "best_of", "unsupported"},
+      {R"({"prompt": "x", "suffix": "y"})", "suffix", "invalid_value"},  // the test vocabulary has no FIM tokens
+      {R"({"prompt": "x", "suffix": 3})", "suffix", "invalid_type"},
+      {R"({"prompt": "x", "best_of": 1, "n": 2})", "best_of", "invalid_value"},
+      {R"({"prompt": "x", "best_of": 3, "stream": true})", "best_of", "invalid_value"},
+      {R"({"prompt": ["a", "b"], "best_of": 9})", "best_of", "invalid_value"},
       {R"({"prompt": "x", "messages": []})", "messages", "unknown_field"},
       {R"({"prompt": ["a", "b", "c", "d", "e"], "n": 4})", "n", "invalid_value"},
   };
