@@ -351,15 +351,20 @@ Result<HParams> read_hparams(const gguf::File& f) {
 #undef NEED
   if (auto s = positive("block_count", h.n_layer, "a model needs at least one layer"); !s) return s.error();
   if (auto s = positive("embedding_length", h.n_embd, "the embedding width must be at least 1"); !s) return s.error();
-  if (auto s = read_per_layer(f, p + "feed_forward_length", h.n_layer, h.ff_l); !s) return s.error();
-  if (auto s = read_per_layer(f, p + "attention.head_count", h.n_layer, h.heads_l); !s) return s.error();
-  h.n_ff = h.ff_l[0], h.n_head = h.heads_l[0];
-  h.n_layer_kv = h.n_layer;
+  // before anything is sized by the layer count: a block_count of 4e9 must not allocate per layer
   const int64_t file_layers = layers_in_tensors(f);
   if (file_layers != h.n_layer)
     return make_error("metadata key '" + p + "block_count' = " + str(h.n_layer) + " but the file's tensors describe " +
                           str(file_layers) + " layers (blk.0 .. blk." + str(file_layers - 1) + ")",
                       "the layer count and the tensors must agree; " + kBrokenFile);
+  if (h.n_layer > static_cast<int64_t>(f.tensors().size()))
+    return make_error("metadata key '" + p + "block_count' = " + str(h.n_layer) + " but the file has only " +
+                          str(static_cast<int64_t>(f.tensors().size())) + " tensors; every layer has several",
+                      "the layer count and the tensors must agree; " + kBrokenFile);
+  if (auto s = read_per_layer(f, p + "feed_forward_length", h.n_layer, h.ff_l); !s) return s.error();
+  if (auto s = read_per_layer(f, p + "attention.head_count", h.n_layer, h.heads_l); !s) return s.error();
+  h.n_ff = h.ff_l[0], h.n_head = h.heads_l[0];
+  h.n_layer_kv = h.n_layer;
 
   if (auto s = need(f, p + "attention.layer_norm_rms_epsilon", h.rms_eps); !s) return s.error();
   if (!std::isfinite(h.rms_eps) || h.rms_eps < 0)
