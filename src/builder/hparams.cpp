@@ -4,8 +4,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
-#include <type_traits>
 
 namespace ggflow::builder {
 
@@ -101,56 +99,28 @@ Status read_rot(const gguf::File& f, const std::string& key, int64_t head_dim, i
   return {};
 }
 
-// Element i of an integer array as int64; false when the element type is not an integer or the
-// value does not fit.
-bool array_int(const gguf::Array& a, size_t i, int64_t& out) {
-  const size_t w = gguf::value_type_size(a.elem);
-  const uint8_t* p = a.raw + i * w;
-  auto load = [&](auto x) {
-    std::memcpy(&x, p, sizeof x);
-    if constexpr (std::is_same_v<decltype(x), uint64_t>) {
-      if (x > static_cast<uint64_t>(INT64_MAX)) return false;
-    }
-    out = static_cast<int64_t>(x);
-    return true;
-  };
-  switch (a.elem) {
-    case gguf::ValueType::UINT8: return load(uint8_t{});
-    case gguf::ValueType::INT8: return load(int8_t{});
-    case gguf::ValueType::UINT16: return load(uint16_t{});
-    case gguf::ValueType::INT16: return load(int16_t{});
-    case gguf::ValueType::UINT32: return load(uint32_t{});
-    case gguf::ValueType::INT32: return load(int32_t{});
-    case gguf::ValueType::UINT64: return load(uint64_t{});
-    case gguf::ValueType::INT64: return load(int64_t{});
-    default: return false;
-  }
-}
-
 // A width or count that is one number, or (as llama.cpp's get_key_or_arr reads feed_forward_length,
 // head_count and head_count_kv) an array of one per layer; every value at least 1.
 Status read_per_layer(const gguf::File& f, const std::string& key, int64_t n_layer, std::vector<int64_t>& out) {
   const gguf::Value* v = f.find(key);
   if (!v) return make_error("model is missing required key '" + key + "'", "the file is incomplete or was converted for another architecture");
-  if (v->type != gguf::ValueType::ARRAY) {
+  const bool array = v->type == gguf::ValueType::ARRAY;
+  if (!array) {
     uint32_t u = 0;
     if (auto s = need(f, key, u); !s) return s.error();
     out.assign(n_layer, u);
   } else {
-    if (!v->arr || static_cast<int64_t>(v->arr->size) != n_layer || !v->arr->raw)
+    const bool one_per_layer = v->arr && static_cast<int64_t>(v->arr->size) == n_layer;
+    auto values = f.get<std::vector<int64_t>>(key);  // integers of any width; an error for other elements
+    if (!one_per_layer || !values)
       return make_error("metadata key '" + key + "' must be an integer or an array of " + str(n_layer) +
                             " integers (one per layer), got " + v->to_string(4),
                         kBrokenFile);
-    out.resize(n_layer);
-    for (int64_t il = 0; il < n_layer; ++il)
-      if (!array_int(*v->arr, static_cast<size_t>(il), out[il]))
-        return make_error("metadata key '" + key + "' must be an integer or an array of " + str(n_layer) +
-                              " integers (one per layer), got " + v->to_string(4),
-                          kBrokenFile);
+    out = std::move(*values);
   }
   for (int64_t il = 0; il < n_layer; ++il)
     if (out[il] <= 0 || out[il] > UINT32_MAX)
-      return make_error("metadata key '" + key + "' = " + str(out[il]) + (v->type == gguf::ValueType::ARRAY ? " at layer " + str(il) : "") +
+      return make_error("metadata key '" + key + "' = " + str(out[il]) + (array ? " at layer " + str(il) : "") +
                             ": widths and head counts must be at least 1 (and fit 32 bits)",
                         kBrokenFile);
   return {};

@@ -243,7 +243,7 @@ class Builder {
         k = g_.mul_mat(*wk, cur);                                  // [Ekv, T]
         v = v_is_k ? k : g_.mul_mat(*wv, cur);
       }
-      if (hp_.arch.qkv_bias) {
+      if (hp_.arch.qkv_bias && own_kv) {  // (no family has both biases and shared KV layers)
         auto bq = W("attn_q.bias", {H * D}, 1), bk = W("attn_k.bias", {Ekv}, 1), bv = W("attn_v.bias", {Ekv}, 1);
         for (auto* r : {&bq, &bk, &bv})
           if (!*r) return r->error();

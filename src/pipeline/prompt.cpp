@@ -43,6 +43,30 @@ Result<std::string> PromptFormat::apply_chat_template(const nlohmann::ordered_js
   return render_with_tools(*tmpl_, tool_template_, messages, tools, add_generation_prompt, bos, eos);
 }
 
+bool PromptFormat::has_infill() const {
+  return tok_->fim_pre() != text::kNoToken && tok_->fim_suf() != text::kNoToken && tok_->fim_mid() != text::kNoToken;
+}
+
+Result<std::vector<int32_t>> PromptFormat::encode_infill(std::string_view prefix, std::string_view suffix) const {
+  if (!has_infill())
+    return make_error("the model has no fill-in-the-middle tokens (<|fim_prefix|>, <|fim_suffix|>, <|fim_middle|>, or <PRE>, "
+                      "<SUF>, <MID>)",
+                      "use a code model such as Qwen2.5-Coder");
+  const text::EncodeOptions plain{.add_special = false, .parse_special = false};
+  auto pre = tok_->encode(prefix, plain);
+  if (!pre) return pre.error();
+  auto suf = tok_->encode(suffix, plain);
+  if (!suf) return suf.error();
+  std::vector<int32_t> ids;
+  if (tok_->add_bos() && tok_->bos() != text::kNoToken) ids.push_back(tok_->bos());
+  ids.push_back(tok_->fim_pre());
+  ids.insert(ids.end(), pre->begin(), pre->end());
+  ids.push_back(tok_->fim_suf());
+  ids.insert(ids.end(), suf->begin(), suf->end());
+  ids.push_back(tok_->fim_mid());
+  return ids;
+}
+
 Result<std::vector<int32_t>> PromptFormat::encode(std::string_view prompt) const {
   if (prompt.empty()) return make_error("the prompt is empty", "pass some text");
   auto ids = tok_->encode(prompt, text::EncodeOptions{});

@@ -35,6 +35,11 @@ class PromptFormat {
   // Encodes a prompt (special tokens parsed, BOS as the vocabulary says, never twice).
   // Errors: empty text, invalid input.
   Result<std::vector<int32_t>> encode(std::string_view prompt) const;
+  // Fill-in-the-middle: the code before the gap and the code after it as
+  // [BOS] <fim_prefix> prefix <fim_suffix> suffix <fim_middle> (both as plain text: no special
+  // tokens parsed); the model then writes the middle. Error: a vocabulary without FIM tokens.
+  bool has_infill() const;
+  Result<std::vector<int32_t>> encode_infill(std::string_view prefix, std::string_view suffix) const;
   // The request's own stop ids plus every end-of-generation token of the vocabulary.
   std::vector<int32_t> stop_ids(std::vector<int32_t> own) const;
 

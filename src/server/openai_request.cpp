@@ -473,9 +473,24 @@ std::optional<ApiError> parse_completion_request(const Json& body, const ModelIn
   Fields f(body);
   f.ignore({"model", "user"});
   const int64_t n_vocab = model.format->tokenizer().n_vocab();
+  // suffix: fill-in-the-middle. The prompt is the code before the gap, the suffix the code after
+  // it (PromptFormat::encode_infill), and the completion is the middle.
+  std::optional<std::string> suffix;
+  if (const Json* v = f.get("suffix")) {
+    if (!v->is_string() && !v->is_null()) {
+      f.wrong_type("suffix", *v, "a string");
+    } else if (v->is_string() && !v->get<std::string>().empty()) {
+      suffix = v->get<std::string>();
+      if (!model.format->has_infill())
+        f.fail(invalid("invalid_value", "suffix",
+                       "'suffix' (fill-in-the-middle) needs a model with fill-in-the-middle tokens (<|fim_prefix|>, "
+                       "<|fim_suffix|>, <|fim_middle|>, or <PRE>, <SUF>, <MID>); this model has none: use a code model "
+                       "such as Qwen2.5-Coder"));
+    }
+  }
   auto token_ids = [&](const Json& arr, const std::string& at, std::vector<int32_t>& ids) -> bool {
     if (arr.empty()) return f.fail(invalid("invalid_value", "prompt", at + " is an empty list of token ids"));
-    if (f.get("suffix") && f.get("suffix")->is_string() && !f.get("suffix")->get<std::string>().empty())
+    if (suffix)
       return f.fail(invalid("invalid_value", "suffix", "'suffix' needs a text prompt (the code before the gap), not token ids"));
     for (const auto& t : arr) {
       if (!t.is_number_integer()) return f.wrong_type("prompt", t, "a token id (integer)");
@@ -487,41 +502,9 @@ std::optional<ApiError> parse_completion_request(const Json& body, const ModelIn
     }
     return true;
   };
-  // suffix: fill-in-the-middle. The prompt is the code before the gap, the suffix the code after
-  // it: [fim_prefix] prompt [fim_suffix] suffix [fim_middle] (both as plain text, no special
-  // tokens parsed), and the completion is the middle.
-  const text::Tokenizer& tk = model.format->tokenizer();
-  std::optional<std::string> suffix;
-  if (const Json* v = f.get("suffix")) {
-    if (!v->is_string() && !v->is_null()) {
-      f.wrong_type("suffix", *v, "a string");
-    } else if (v->is_string() && !v->get<std::string>().empty()) {
-      suffix = v->get<std::string>();
-      if (tk.fim_pre() == text::kNoToken || tk.fim_suf() == text::kNoToken || tk.fim_mid() == text::kNoToken)
-        f.fail(invalid("invalid_value", "suffix",
-                       "'suffix' (fill-in-the-middle) needs a model with fill-in-the-middle tokens (<|fim_prefix|>, "
-                       "<|fim_suffix|>, <|fim_middle|>, or <PRE>, <SUF>, <MID>); this model has none: use a code model "
-                       "such as Qwen2.5-Coder"));
-    }
-  }
-  auto fim_ids = [&](const std::string& s) -> Result<std::vector<int32_t>> {
-    const text::EncodeOptions plain{.add_special = false, .parse_special = false};
-    auto pre = tk.encode(s, plain);
-    if (!pre) return pre.error();
-    auto suf = tk.encode(*suffix, plain);
-    if (!suf) return suf.error();
-    std::vector<int32_t> ids;
-    if (tk.add_bos() && tk.bos() != text::kNoToken) ids.push_back(tk.bos());
-    ids.push_back(tk.fim_pre());
-    ids.insert(ids.end(), pre->begin(), pre->end());
-    ids.push_back(tk.fim_suf());
-    ids.insert(ids.end(), suf->begin(), suf->end());
-    ids.push_back(tk.fim_mid());
-    return ids;
-  };
   auto text_prompt = [&](const std::string& s) -> bool {
     if (s.empty()) return f.fail(invalid("invalid_value", "prompt", "the prompt is empty"));
-    auto ids = suffix ? fim_ids(s) : model.format->encode(s);
+    auto ids = suffix ? model.format->encode_infill(s, *suffix) : model.format->encode(s);
     if (!ids) return f.fail(invalid("invalid_value", "prompt", "the prompt cannot be tokenized: " + ids.error().str()));
     out.prompts.push_back({std::move(*ids), s});
     return true;
