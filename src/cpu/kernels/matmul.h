@@ -4,8 +4,9 @@
 // ============================== THE NUMERICS SPECIFICATION ==============================
 // The scalar twin (matmul_scalar.cpp) defines the bits; the AVX2 (matmul_avx2.cpp) and AVX-512
 // (matmul_avx512.cpp) versions reproduce them exactly (tests/cpu/test_matmul_kernels.cpp, memcmp).
-// Every output element C[t][n] is ONE f32 chain `acc`, starting at +0.0f, over the blocks of row n
-// in order b = 0, 1, ...; SIMD lanes run over outputs (rows, tokens), never over that chain. So the
+// Every output element C[t][n] is ONE f32 chain `acc` (Q4_1 / Q5_1: the nine chains below, llama.cpp's
+// order), starting at +0.0f, over the blocks of row n in order b = 0, 1, ...; SIMD lanes run over
+// outputs (rows, tokens, and those nine chains), never along a chain. So the
 // result does not depend on T, on the [n0, n1) range a call covers, on the thread, or on the ISA;
 // GEMV (T = 1) and GEMM (T > 1) give the same bits per element. Integer sums are exact, so they are
 // computed in any order (VNNI vpdpbusd, maddubs, ...). All f32 operations are written below; fma is
@@ -20,12 +21,15 @@
 // Below, dw/mw/d/dmin are the block's f16 fields converted exactly to f32, q the weight's codes.
 //   Q4_0  q in 0..15           isum = sum_i (q_i - 8) * qa_i
 //                              acc = fma(dw*da, (float)isum, acc)
-//   Q4_1  q in 0..15           isum = sum_i q_i * qa_i
-//                              acc = fma(dw*da, (float)isum, acc);  acc = fma(mw, sa, acc)
+//   Q4_1  q in 0..15           8 lane sums  p_j = sum_{i = 4j..4j+3} q_i * qa_i   (j = 0..7)
+//                              l_j = fma(dw*da, (float)p_j, l_j);  ms = fma(mw, sa, ms)
+//         and at the end       acc = (((l_0 + l_4) + (l_2 + l_6)) + ((l_1 + l_5) + (l_3 + l_7))) + ms
+//         (llama.cpp's x86 ggml_vec_dot_q4_1_q8_1: one 8-lane f32 register of per-4-element sums,
+//         the min term summed apart, then its hsum_float_8; where the two parts cancel, a single
+//         chain rounds visibly differently: greedy flips at llama.cpp margins up to 0.07)
 //   Q5_0  q in 0..31           isum = sum_i (q_i - 16) * qa_i
 //                              acc = fma(dw*da, (float)isum, acc)
-//   Q5_1  q in 0..31           isum = sum_i q_i * qa_i
-//                              acc = fma(dw*da, (float)isum, acc);  acc = fma(mw, sa, acc)
+//   Q5_1  q in 0..31           as Q4_1 (llama.cpp's ggml_vec_dot_q5_1_q8_1 has the same order)
 //   Q8_0  q in -128..127       isum = sum_i q_i * qa_i
 //                              acc = fma(dw*da, (float)isum, acc)
 //   Q2_K  16 sub-blocks j of 16, q in 0..3, scale sc_j = scales[j] & 15, min m_j = scales[j] >> 4

@@ -125,42 +125,50 @@ struct TQ5_0 { static constexpr int bs = 22, qs = 6, qh = 2,  zp = 16; static co
 struct TQ5_1 { static constexpr int bs = 24, qs = 8, qh = 4,  zp = 0;  static constexpr bool min = true,  q8 = false; };
 struct TQ8_0 { static constexpr int bs = 34, qs = 2, qh = -1, zp = 0;  static constexpr bool min = false, q8 = true; };
 
+// Block b's codes of the 8 rows in Z layout: wl (elements 0..15), wh (16..31); unsigned bytes,
+// Q8_0's raw signed ones.
+template <class Tr>
+inline void decode_q32(const Rows8& R, size_t off, __m256i* wl, __m256i* wh) {
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  if constexpr (Tr::q8) {
+    for (int j = 0; j < 4; ++j) {
+      wl[j] = load2(R, j, off + Tr::qs);
+      wh[j] = load2(R, j, off + Tr::qs + 16);
+    }
+  } else {
+    for (int j = 0; j < 4; ++j) {
+      const __m256i raw = load2(R, j, off + Tr::qs);
+      wl[j] = _mm256_and_si256(raw, m4);
+      wh[j] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+    }
+  }
+  if constexpr (Tr::qh >= 0) {
+    const __m256i QH = gather(R, off + Tr::qh);
+    const __m256i sel_lo = _mm256_setr_epi32(0, 0, 0x01010101, 0x01010101, 0, 0, 0x01010101, 0x01010101);
+    const __m256i sel_hi = _mm256_setr_epi32(0x02020202, 0x02020202, 0x03030303, 0x03030303, 0x02020202,
+                                             0x02020202, 0x03030303, 0x03030303);
+    const __m256i bitsel = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ULL));
+    const __m256i c16 = _mm256_set1_epi8(16);
+    for (int j = 0; j < 4; ++j) {
+      const __m256i H = _mm256_permutevar8x32_epi32(QH, _mm256_setr_epi32(j, j, j, j, 4 + j, 4 + j, 4 + j, 4 + j));
+      const __m256i blo = _mm256_and_si256(_mm256_shuffle_epi8(H, sel_lo), bitsel);
+      const __m256i bhi = _mm256_and_si256(_mm256_shuffle_epi8(H, sel_hi), bitsel);
+      wl[j] = _mm256_or_si256(wl[j], _mm256_and_si256(_mm256_cmpeq_epi8(blo, bitsel), c16));
+      wh[j] = _mm256_or_si256(wh[j], _mm256_and_si256(_mm256_cmpeq_epi8(bhi, bitsel), c16));
+    }
+  }
+}
+
 template <class Tr, int TT>
 void q32_tile(const Rows8& R, int64_t nb, const uint8_t* X, size_t xrb, float* C, int64_t ldc) {
+  static_assert(!Tr::min, "Q4_1 / Q5_1: q32_lane_tile");
   __m256 acc[TT];
   for (int t = 0; t < TT; ++t) acc[t] = _mm256_setzero_ps();
-  const __m256i m4 = _mm256_set1_epi8(0x0F);
   for (int64_t b = 0; b < nb; ++b) {
     const size_t off = static_cast<size_t>(b) * Tr::bs;
     R.prefetch_step();
     __m256i wl[4], wh[4];  // Q8_0: the raw signed bytes
-    if constexpr (Tr::q8) {
-      for (int j = 0; j < 4; ++j) {
-        wl[j] = load2(R, j, off + Tr::qs);
-        wh[j] = load2(R, j, off + Tr::qs + 16);
-      }
-    } else {
-      for (int j = 0; j < 4; ++j) {
-        const __m256i raw = load2(R, j, off + Tr::qs);
-        wl[j] = _mm256_and_si256(raw, m4);
-        wh[j] = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
-      }
-    }
-    if constexpr (Tr::qh >= 0) {
-      const __m256i QH = gather(R, off + Tr::qh);
-      const __m256i sel_lo = _mm256_setr_epi32(0, 0, 0x01010101, 0x01010101, 0, 0, 0x01010101, 0x01010101);
-      const __m256i sel_hi = _mm256_setr_epi32(0x02020202, 0x02020202, 0x03030303, 0x03030303, 0x02020202,
-                                               0x02020202, 0x03030303, 0x03030303);
-      const __m256i bitsel = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ULL));
-      const __m256i c16 = _mm256_set1_epi8(16);
-      for (int j = 0; j < 4; ++j) {
-        const __m256i H = _mm256_permutevar8x32_epi32(QH, _mm256_setr_epi32(j, j, j, j, 4 + j, 4 + j, 4 + j, 4 + j));
-        const __m256i blo = _mm256_and_si256(_mm256_shuffle_epi8(H, sel_lo), bitsel);
-        const __m256i bhi = _mm256_and_si256(_mm256_shuffle_epi8(H, sel_hi), bitsel);
-        wl[j] = _mm256_or_si256(wl[j], _mm256_and_si256(_mm256_cmpeq_epi8(blo, bitsel), c16));
-        wh[j] = _mm256_or_si256(wh[j], _mm256_and_si256(_mm256_cmpeq_epi8(bhi, bitsel), c16));
-      }
-    }
+    decode_q32<Tr>(R, off, wl, wh);
     __m256i al8[4], ah8[4];  // Q8_0: |w|
     if constexpr (Tr::q8)
       for (int j = 0; j < 4; ++j) {
@@ -169,14 +177,11 @@ void q32_tile(const Rows8& R, int64_t nb, const uint8_t* X, size_t xrb, float* C
       }
     const __m256i G = gather(R, off);
     const __m256 DW = half_lo(G);
-    __m256 MW = _mm256_setzero_ps();
-    if constexpr (Tr::min) MW = half_hi(G);
     for (int t = 0; t < TT; ++t) {
       const uint8_t* a = X + t * xrb + b * sizeof(BlockQA32);
-      float da, sa;
+      float da;
       int32_t sum;
       std::memcpy(&da, a, 4);
-      std::memcpy(&sa, a + 4, 4);
       std::memcpy(&sum, a + 8, 4);
       const __m128i xl = ld128(a + 16), xh = ld128(a + 32);
       const __m256i al = _mm256_set_m128i(xl, xl), ah = _mm256_set_m128i(xh, xh);
@@ -196,10 +201,49 @@ void q32_tile(const Rows8& R, int64_t nb, const uint8_t* X, size_t xrb, float* C
       }
       const __m256i isum = reduce4(z[0], z[1], z[2], z[3]);
       acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(DW, _mm256_set1_ps(da)), _mm256_cvtepi32_ps(isum), acc[t]);
-      if constexpr (Tr::min) acc[t] = _mm256_fmadd_ps(MW, _mm256_set1_ps(sa), acc[t]);
     }
   }
   for (int t = 0; t < TT; ++t) _mm256_maskstore_ps(C + t * ldc, R.mask, acc[t]);
+}
+
+// Q4_1 / Q5_1 in llama.cpp's order (matmul.h): 8 lane chains and the min chain per output. In Z
+// layout dword k of 128-bit lane i of Z_j . (activation bytes 0..15) is lane k of row j+4i, of
+// Z_j . (bytes 16..31) lane 4+k: one token's 8 accumulators in that layout (lo[j], hi[j]), each
+// row's scale copied to its lane's 4 dwords, and the min accumulator in row order. One token per
+// tile (the 16 registers hold no more).
+template <class Tr>
+void q32_lane_tile(const Rows8& R, int64_t nb, const uint8_t* x, float* c) {
+  __m256 lo[4], hi[4], ms = _mm256_setzero_ps();
+  for (int j = 0; j < 4; ++j) lo[j] = hi[j] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const size_t off = static_cast<size_t>(b) * Tr::bs;
+    R.prefetch_step();
+    __m256i wl[4], wh[4];
+    decode_q32<Tr>(R, off, wl, wh);
+    const __m256i G = gather(R, off);
+    const uint8_t* a = x + b * sizeof(BlockQA32);
+    const __m256 DA = _mm256_set1_ps(ldf(a));
+    const __m256 DW = half_lo(G);
+    ms = _mm256_fmadd_ps(half_hi(G), _mm256_set1_ps(ldf(a + 4)), ms);
+    const __m128i xl = ld128(a + 16), xh = ld128(a + 32);
+    const __m256i al = _mm256_set_m128i(xl, xl), ah = _mm256_set_m128i(xh, xh);
+    for (int j = 0; j < 4; ++j) {
+      const __m256 dd = _mm256_mul_ps(_mm256_permutevar8x32_ps(DW, _mm256_setr_epi32(j, j, j, j, 4 + j, 4 + j, 4 + j, 4 + j)), DA);
+      const __m256i pl = _mm256_madd_epi16(_mm256_maddubs_epi16(wl[j], al), ones16());
+      const __m256i ph = _mm256_madd_epi16(_mm256_maddubs_epi16(wh[j], ah), ones16());
+      lo[j] = _mm256_fmadd_ps(dd, _mm256_cvtepi32_ps(pl), lo[j]);
+      hi[j] = _mm256_fmadd_ps(dd, _mm256_cvtepi32_ps(ph), hi[j]);
+    }
+  }
+  __m256 v[4];  // dword 0 of lane i: row j+4i's lane sum
+  for (int j = 0; j < 4; ++j) {
+    const __m256 r = _mm256_add_ps(hi[j], lo[j]);                    // r_k = l_{4+k} + l_k
+    const __m256 u = _mm256_add_ps(r, _mm256_permute_ps(r, 0x4E));   // u_0 = r_0 + r_2, u_1 = r_1 + r_3
+    v[j] = _mm256_add_ps(u, _mm256_permute_ps(u, 0xB1));             // v_0 = u_0 + u_1
+  }
+  const __m256 t0 = _mm256_unpacklo_ps(v[0], v[1]), t1 = _mm256_unpacklo_ps(v[2], v[3]);
+  const __m256 rows = _mm256_castpd_ps(_mm256_unpacklo_pd(_mm256_castps_pd(t0), _mm256_castps_pd(t1)));
+  _mm256_maskstore_ps(c, R.mask, _mm256_add_ps(rows, ms));
 }
 
 template <class Tr>
@@ -207,18 +251,22 @@ void gemm_q32(const uint8_t* W, size_t wrb, int64_t K, const uint8_t* X, size_t 
               int64_t ldc, int64_t n0, int64_t n1) {
   const int64_t nb = K / 32;
   for_row_groups(W, wrb, n0, n1, nb, [&](const Rows8& R, int64_t n) {
-    for (int64_t t0 = 0; t0 < T; t0 += kTT) {
-      const uint8_t* x = X + t0 * xrb;
-      float* c = C + t0 * ldc + n;
-      switch (T - t0 < kTT ? T - t0 : kTT) {
-        case 1: q32_tile<Tr, 1>(R, nb, x, xrb, c, ldc); break;
-        case 2: q32_tile<Tr, 2>(R, nb, x, xrb, c, ldc); break;
-        case 3: q32_tile<Tr, 3>(R, nb, x, xrb, c, ldc); break;
-        case 4: q32_tile<Tr, 4>(R, nb, x, xrb, c, ldc); break;
-        case 5: q32_tile<Tr, 5>(R, nb, x, xrb, c, ldc); break;
-        case 6: q32_tile<Tr, 6>(R, nb, x, xrb, c, ldc); break;
-        case 7: q32_tile<Tr, 7>(R, nb, x, xrb, c, ldc); break;
-        default: q32_tile<Tr, 8>(R, nb, x, xrb, c, ldc); break;
+    if constexpr (Tr::min) {
+      for (int64_t t = 0; t < T; ++t) q32_lane_tile<Tr>(R, nb, X + t * xrb, C + t * ldc + n);
+    } else {
+      for (int64_t t0 = 0; t0 < T; t0 += kTT) {
+        const uint8_t* x = X + t0 * xrb;
+        float* c = C + t0 * ldc + n;
+        switch (T - t0 < kTT ? T - t0 : kTT) {
+          case 1: q32_tile<Tr, 1>(R, nb, x, xrb, c, ldc); break;
+          case 2: q32_tile<Tr, 2>(R, nb, x, xrb, c, ldc); break;
+          case 3: q32_tile<Tr, 3>(R, nb, x, xrb, c, ldc); break;
+          case 4: q32_tile<Tr, 4>(R, nb, x, xrb, c, ldc); break;
+          case 5: q32_tile<Tr, 5>(R, nb, x, xrb, c, ldc); break;
+          case 6: q32_tile<Tr, 6>(R, nb, x, xrb, c, ldc); break;
+          case 7: q32_tile<Tr, 7>(R, nb, x, xrb, c, ldc); break;
+          default: q32_tile<Tr, 8>(R, nb, x, xrb, c, ldc); break;
+        }
       }
     }
   });

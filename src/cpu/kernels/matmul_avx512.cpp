@@ -141,56 +141,60 @@ struct TQ5_0 { static constexpr int bs = 22, qs = 6, qh = 2,  zp = 16;  static c
 struct TQ5_1 { static constexpr int bs = 24, qs = 8, qh = 4,  zp = 0;   static constexpr bool min = true,  q8 = false; };
 struct TQ8_0 { static constexpr int bs = 34, qs = 2, qh = -1, zp = 128; static constexpr bool min = false, q8 = true; };
 
+// Block b's codes of the 16 rows as unsigned bytes in Z layout: wl (elements 0..15), wh (16..31).
+template <class Tr>
+inline void decode_q32(const Rows16& R, size_t off, __m512i* wl, __m512i* wh) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  if constexpr (Tr::q8) {
+    const __m512i x80 = _mm512_set1_epi8(static_cast<char>(0x80));
+    for (int j = 0; j < 4; ++j) {
+      wl[j] = _mm512_xor_si512(load4(R, j, off + Tr::qs), x80);
+      wh[j] = _mm512_xor_si512(load4(R, j, off + Tr::qs + 16), x80);
+    }
+  } else {
+    for (int j = 0; j < 4; ++j) {
+      const __m512i raw = load4(R, j, off + Tr::qs);
+      wl[j] = _mm512_and_si512(raw, m4);
+      wh[j] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
+    }
+  }
+  if constexpr (Tr::qh >= 0) {
+    const __m512i QH = gather(R, off + Tr::qh);
+    // byte l of each lane: (l < 8 ? 0 : 1) for the low 16 elements, (l < 8 ? 2 : 3) for the high.
+    const __m512i sel_lo = _mm512_set4_epi32(0x01010101, 0x01010101, 0x00000000, 0x00000000);
+    const __m512i sel_hi = _mm512_set4_epi32(0x03030303, 0x03030303, 0x02020202, 0x02020202);
+    const __m512i bitsel = _mm512_set1_epi64(static_cast<long long>(0x8040201008040201ULL));
+    const __m512i c16 = _mm512_set1_epi8(16);
+    for (int j = 0; j < 4; ++j) {
+      const __m512i H = _mm512_permutexvar_epi32(
+          _mm512_set_epi32(12 + j, 12 + j, 12 + j, 12 + j, 8 + j, 8 + j, 8 + j, 8 + j, 4 + j, 4 + j, 4 + j, 4 + j, j,
+                           j, j, j),
+          QH);
+      const __mmask64 klo = _mm512_test_epi8_mask(_mm512_shuffle_epi8(H, sel_lo), bitsel);
+      const __mmask64 khi = _mm512_test_epi8_mask(_mm512_shuffle_epi8(H, sel_hi), bitsel);
+      wl[j] = _mm512_mask_add_epi8(wl[j], klo, wl[j], c16);
+      wh[j] = _mm512_mask_add_epi8(wh[j], khi, wh[j], c16);
+    }
+  }
+}
+
 template <class Tr, int TT>
 void q32_tile(const Rows16& R, int64_t nb, const uint8_t* X, size_t xrb, float* C, int64_t ldc) {
+  static_assert(!Tr::min, "Q4_1 / Q5_1: q32_lane_tile");
   __m512 acc[TT];
   for (int t = 0; t < TT; ++t) acc[t] = _mm512_setzero_ps();
-  const __m512i m4 = _mm512_set1_epi8(0x0F);
   for (int64_t b = 0; b < nb; ++b) {
     const size_t off = static_cast<size_t>(b) * Tr::bs;
     R.prefetch_step();
     __m512i wl[4], wh[4];
-    if constexpr (Tr::q8) {
-      const __m512i x80 = _mm512_set1_epi8(static_cast<char>(0x80));
-      for (int j = 0; j < 4; ++j) {
-        wl[j] = _mm512_xor_si512(load4(R, j, off + Tr::qs), x80);
-        wh[j] = _mm512_xor_si512(load4(R, j, off + Tr::qs + 16), x80);
-      }
-    } else {
-      for (int j = 0; j < 4; ++j) {
-        const __m512i raw = load4(R, j, off + Tr::qs);
-        wl[j] = _mm512_and_si512(raw, m4);
-        wh[j] = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4);
-      }
-    }
-    if constexpr (Tr::qh >= 0) {
-      const __m512i QH = gather(R, off + Tr::qh);
-      // byte l of each lane: (l < 8 ? 0 : 1) for the low 16 elements, (l < 8 ? 2 : 3) for the high.
-      const __m512i sel_lo = _mm512_set4_epi32(0x01010101, 0x01010101, 0x00000000, 0x00000000);
-      const __m512i sel_hi = _mm512_set4_epi32(0x03030303, 0x03030303, 0x02020202, 0x02020202);
-      const __m512i bitsel = _mm512_set1_epi64(static_cast<long long>(0x8040201008040201ULL));
-      const __m512i c16 = _mm512_set1_epi8(16);
-      for (int j = 0; j < 4; ++j) {
-        const __m512i H = _mm512_permutexvar_epi32(
-            _mm512_set_epi32(12 + j, 12 + j, 12 + j, 12 + j, 8 + j, 8 + j, 8 + j, 8 + j, 4 + j, 4 + j, 4 + j, 4 + j, j,
-                             j, j, j),
-            QH);
-        const __mmask64 klo = _mm512_test_epi8_mask(_mm512_shuffle_epi8(H, sel_lo), bitsel);
-        const __mmask64 khi = _mm512_test_epi8_mask(_mm512_shuffle_epi8(H, sel_hi), bitsel);
-        wl[j] = _mm512_mask_add_epi8(wl[j], klo, wl[j], c16);
-        wh[j] = _mm512_mask_add_epi8(wh[j], khi, wh[j], c16);
-      }
-    }
+    decode_q32<Tr>(R, off, wl, wh);
     const __m512i G = gather(R, off);
     const __m512 DW = half_lo(G);
-    __m512 MW = _mm512_setzero_ps();
-    if constexpr (Tr::min) MW = half_hi(G);
     for (int t = 0; t < TT; ++t) {
       const uint8_t* a = X + t * xrb + b * sizeof(BlockQA32);
-      float da, sa;
+      float da;
       int32_t sum;
       std::memcpy(&da, a, 4);
-      std::memcpy(&sa, a + 4, 4);
       std::memcpy(&sum, a + 8, 4);
       const __m512i init = Tr::zp ? offset_init(-Tr::zp * sum) : _mm512_setzero_si512();
       const __m512i al = _mm512_broadcast_i32x4(ld128(a + 16)), ah = _mm512_broadcast_i32x4(ld128(a + 32));
@@ -198,10 +202,63 @@ void q32_tile(const Rows16& R, int64_t nb, const uint8_t* X, size_t xrb, float* 
       for (int j = 0; j < 4; ++j) z[j] = _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(init, wl[j], al), wh[j], ah);
       const __m512i isum = reduce4(z[0], z[1], z[2], z[3]);
       acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(DW, _mm512_set1_ps(da)), _mm512_cvtepi32_ps(isum), acc[t]);
-      if constexpr (Tr::min) acc[t] = _mm512_fmadd_ps(MW, _mm512_set1_ps(sa), acc[t]);
     }
   }
   for (int t = 0; t < TT; ++t) _mm512_mask_storeu_ps(C + t * ldc, R.mask, acc[t]);
+}
+
+// Q4_1 / Q5_1 in llama.cpp's order (matmul.h): 8 lane chains and the min chain per output. In Z
+// layout dword k of 128-bit lane i of Z_j . (activation bytes 0..15) is lane k of row 4i+j, of
+// Z_j . (bytes 16..31) lane 4+k; so each token keeps 8 accumulators in that layout (lo[j], hi[j]),
+// with each row's scale copied to its lane's 4 dwords, and one min accumulator in row order.
+constexpr int kLaneTT = 2;
+
+template <class Tr, int TT>
+void q32_lane_tile(const Rows16& R, int64_t nb, const uint8_t* X, size_t xrb, float* C, int64_t ldc) {
+  __m512 lo[TT][4], hi[TT][4], ms[TT];
+  for (int t = 0; t < TT; ++t) {
+    ms[t] = _mm512_setzero_ps();
+    for (int j = 0; j < 4; ++j) lo[t][j] = hi[t][j] = _mm512_setzero_ps();
+  }
+  for (int64_t b = 0; b < nb; ++b) {
+    const size_t off = static_cast<size_t>(b) * Tr::bs;
+    R.prefetch_step();
+    __m512i wl[4], wh[4];
+    decode_q32<Tr>(R, off, wl, wh);
+    const __m512i G = gather(R, off);
+    const __m512 DW = half_lo(G), MW = half_hi(G);
+    __m512 DWz[4];  // dword k of lane i: row 4i+j's d
+    for (int j = 0; j < 4; ++j)
+      DWz[j] = _mm512_permutexvar_ps(_mm512_set_epi32(12 + j, 12 + j, 12 + j, 12 + j, 8 + j, 8 + j, 8 + j, 8 + j,
+                                                      4 + j, 4 + j, 4 + j, 4 + j, j, j, j, j),
+                                     DW);
+    for (int t = 0; t < TT; ++t) {
+      const uint8_t* a = X + t * xrb + b * sizeof(BlockQA32);
+      float da, sa;
+      std::memcpy(&da, a, 4);
+      std::memcpy(&sa, a + 4, 4);
+      ms[t] = _mm512_fmadd_ps(MW, _mm512_set1_ps(sa), ms[t]);
+      const __m512i al = _mm512_broadcast_i32x4(ld128(a + 16)), ah = _mm512_broadcast_i32x4(ld128(a + 32));
+      for (int j = 0; j < 4; ++j) {
+        const __m512 dd = _mm512_mul_ps(DWz[j], _mm512_set1_ps(da));
+        const __m512i pl = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wl[j], al);
+        const __m512i ph = _mm512_dpbusd_epi32(_mm512_setzero_si512(), wh[j], ah);
+        lo[t][j] = _mm512_fmadd_ps(dd, _mm512_cvtepi32_ps(pl), lo[t][j]);
+        hi[t][j] = _mm512_fmadd_ps(dd, _mm512_cvtepi32_ps(ph), hi[t][j]);
+      }
+    }
+  }
+  for (int t = 0; t < TT; ++t) {
+    __m512 v[4];  // dword 0 of lane i: row 4i+j's lane sum
+    for (int j = 0; j < 4; ++j) {
+      const __m512 r = _mm512_add_ps(hi[t][j], lo[t][j]);     // r_k = l_{4+k} + l_k
+      const __m512 u = _mm512_add_ps(r, _mm512_permute_ps(r, 0x4E));  // u_0 = r_0 + r_2, u_1 = r_1 + r_3
+      v[j] = _mm512_add_ps(u, _mm512_permute_ps(u, 0xB1));            // v_0 = u_0 + u_1
+    }
+    const __m512 t0 = _mm512_unpacklo_ps(v[0], v[1]), t1 = _mm512_unpacklo_ps(v[2], v[3]);
+    const __m512 rows = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t0), _mm512_castps_pd(t1)));
+    _mm512_mask_storeu_ps(C + t * ldc, R.mask, _mm512_add_ps(rows, ms[t]));
+  }
 }
 
 template <class Tr>
@@ -209,18 +266,27 @@ void gemm_q32(const uint8_t* W, size_t wrb, int64_t K, const uint8_t* X, size_t 
               int64_t ldc, int64_t n0, int64_t n1) {
   const int64_t nb = K / 32;
   for_row_groups(W, wrb, n0, n1, nb, [&](const Rows16& R, int64_t n) {
-    for (int64_t t0 = 0; t0 < T; t0 += kTT) {
-      const uint8_t* x = X + t0 * xrb;
-      float* c = C + t0 * ldc + n;
-      switch (T - t0 < kTT ? T - t0 : kTT) {
-        case 1: q32_tile<Tr, 1>(R, nb, x, xrb, c, ldc); break;
-        case 2: q32_tile<Tr, 2>(R, nb, x, xrb, c, ldc); break;
-        case 3: q32_tile<Tr, 3>(R, nb, x, xrb, c, ldc); break;
-        case 4: q32_tile<Tr, 4>(R, nb, x, xrb, c, ldc); break;
-        case 5: q32_tile<Tr, 5>(R, nb, x, xrb, c, ldc); break;
-        case 6: q32_tile<Tr, 6>(R, nb, x, xrb, c, ldc); break;
-        case 7: q32_tile<Tr, 7>(R, nb, x, xrb, c, ldc); break;
-        default: q32_tile<Tr, 8>(R, nb, x, xrb, c, ldc); break;
+    if constexpr (Tr::min) {
+      for (int64_t t0 = 0; t0 < T; t0 += kLaneTT) {
+        const uint8_t* x = X + t0 * xrb;
+        float* c = C + t0 * ldc + n;
+        if (T - t0 >= 2) q32_lane_tile<Tr, 2>(R, nb, x, xrb, c, ldc);
+        else q32_lane_tile<Tr, 1>(R, nb, x, xrb, c, ldc);
+      }
+    } else {
+      for (int64_t t0 = 0; t0 < T; t0 += kTT) {
+        const uint8_t* x = X + t0 * xrb;
+        float* c = C + t0 * ldc + n;
+        switch (T - t0 < kTT ? T - t0 : kTT) {
+          case 1: q32_tile<Tr, 1>(R, nb, x, xrb, c, ldc); break;
+          case 2: q32_tile<Tr, 2>(R, nb, x, xrb, c, ldc); break;
+          case 3: q32_tile<Tr, 3>(R, nb, x, xrb, c, ldc); break;
+          case 4: q32_tile<Tr, 4>(R, nb, x, xrb, c, ldc); break;
+          case 5: q32_tile<Tr, 5>(R, nb, x, xrb, c, ldc); break;
+          case 6: q32_tile<Tr, 6>(R, nb, x, xrb, c, ldc); break;
+          case 7: q32_tile<Tr, 7>(R, nb, x, xrb, c, ldc); break;
+          default: q32_tile<Tr, 8>(R, nb, x, xrb, c, ldc); break;
+        }
       }
     }
   });

@@ -64,6 +64,13 @@ void dec_q8_0(const uint8_t* b, Dec32& o) {
   std::memcpy(o.w, b + 2, 32);
 }
 
+// The 8 lane chains of Q4_1 / Q5_1 summed as matmul.h says (a 256-bit register's halves, then
+// pairs, then the last two).
+float lane_sum(const float* l) {
+  const float r0 = l[4] + l[0], r1 = l[5] + l[1], r2 = l[6] + l[2], r3 = l[7] + l[3];
+  return (r0 + r2) + (r1 + r3);
+}
+
 template <void (*Dec)(const uint8_t*, Dec32&), bool kMin>
 void gemm_q32(const uint8_t* W, size_t wrb, int64_t K, const uint8_t* X, size_t xrb, int64_t T, float* C,
               int64_t ldc, int64_t n0, int64_t n1, int bsize) {
@@ -73,18 +80,30 @@ void gemm_q32(const uint8_t* W, size_t wrb, int64_t K, const uint8_t* X, size_t 
     for (int64_t t0 = 0; t0 < T; t0 += kTile) {
       const int tt = static_cast<int>(T - t0 < kTile ? T - t0 : kTile);
       float acc[kTile] = {};
+      float lane[kTile][8] = {}, ms[kTile] = {};  // kMin: the 8 lane chains and the min chain
       for (int64_t b = 0; b < nb; ++b) {
         Dec32 w;
         Dec(row + b * bsize, w);
         for (int t = 0; t < tt; ++t) {
           BlockQA32 a;
           std::memcpy(&a, X + (t0 + t) * xrb + b * sizeof(BlockQA32), sizeof a);
-          int32_t isum = 0;
-          for (int i = 0; i < 32; ++i) isum += w.w[i] * a.q[i];
-          acc[t] = std::fma(w.d * a.d, static_cast<float>(isum), acc[t]);
-          if constexpr (kMin) acc[t] = std::fma(w.m, a.s, acc[t]);
+          if constexpr (kMin) {
+            const float dd = w.d * a.d;
+            for (int j = 0; j < 8; ++j) {
+              int32_t p = 0;
+              for (int i = 4 * j; i < 4 * j + 4; ++i) p += w.w[i] * a.q[i];
+              lane[t][j] = std::fma(dd, static_cast<float>(p), lane[t][j]);
+            }
+            ms[t] = std::fma(w.m, a.s, ms[t]);
+          } else {
+            int32_t isum = 0;
+            for (int i = 0; i < 32; ++i) isum += w.w[i] * a.q[i];
+            acc[t] = std::fma(w.d * a.d, static_cast<float>(isum), acc[t]);
+          }
         }
       }
+      if constexpr (kMin)
+        for (int t = 0; t < tt; ++t) acc[t] = lane_sum(lane[t]) + ms[t];
       for (int t = 0; t < tt; ++t) C[(t0 + t) * ldc + n] = acc[t];
     }
   }
