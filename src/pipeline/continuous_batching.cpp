@@ -94,6 +94,7 @@ Result<RequestId> ContinuousBatchingPipeline::add_request_tokens(std::vector<int
   rp.on_token = [this](RequestId id, int32_t token) { return on_token(id, token); };
   rp.on_logits = logits_observer_;
   rp.logprobs = p.logprobs;
+  rp.prompt_logprobs = p.prompt_logprobs;
   auto id = engine_->add_request(std::move(prompt_ids), std::move(rp));
   if (!id) return id.error();
   Request& r = requests_[*id];

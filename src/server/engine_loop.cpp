@@ -100,7 +100,7 @@ pipeline::RequestId EngineLoop::add_one(Submission& s) {
     return 0;
   }
   metrics_.add_prompt_tokens(prompt_len);
-  active_[*id] = Active{handle, s.index, {}, 0};
+  active_[*id] = Active{handle, s.index, {}, 0, false};
   return *id;
 }
 
@@ -138,6 +138,10 @@ void EngineLoop::publish() {
       e.logprobs.assign(s->logprobs.begin() + std::ptrdiff_t(a.logprobs_sent), s->logprobs.end());
       a.logprobs_sent = s->logprobs.size();
     }
+    if (s && s->params.prompt_logprobs >= 0 && !a.prompt_scored_sent && !s->wants_prompt_rows()) {
+      e.prompt_scored = a.prompt_scored_sent = true;
+      e.prompt_logprobs = s->prompt_logprobs;
+    }
     e.text = std::move(a.text);
     a.text.clear();
     metrics_.add_generation_tokens(int64_t(e.tokens.size()));
@@ -154,7 +158,7 @@ void EngineLoop::publish() {
       metrics_.on_finished(e.finish, e.usage, e.timing);
       finished.push_back(id);
     }
-    if (!e.text.empty() || !e.tokens.empty() || e.done) events.emplace_back(a.handle.get(), std::move(e));
+    if (!e.text.empty() || !e.tokens.empty() || e.done || e.prompt_scored) events.emplace_back(a.handle.get(), std::move(e));
   }
   std::vector<std::shared_ptr<RequestHandle>> keep;  // alive until their events are pushed
   for (auto id : finished) {

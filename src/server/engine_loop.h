@@ -34,6 +34,9 @@ struct RequestEvent {
   std::string text;                          // text released since the last event
   std::vector<int32_t> tokens;               // tokens generated since the last event
   std::vector<text::StepLogprobs> logprobs;  // one per token, when asked
+  // Once, when the prompt is computed (prompt_logprobs >= 0): prompt tokens 1.. scored.
+  bool prompt_scored = false;
+  std::vector<text::StepLogprobs> prompt_logprobs;
   bool done = false;                         // the last event of the request
   text::FinishReason finish = text::FinishReason::None;
   std::string error;                         // finish == Error
@@ -108,6 +111,7 @@ class EngineLoop {
     int32_t index = 0;
     std::string text;                       // released by the pipeline since the last publish
     size_t logprobs_sent = 0;
+    bool prompt_scored_sent = false;
   };
 
   void run();

@@ -555,8 +555,8 @@ std::optional<ApiError> parse_completion_request(const Json& body, const ModelIn
   int64_t logprobs = 0;
   if (f.integer("logprobs", logprobs, 0, 5)) out.params.logprobs = int32_t(logprobs);
   f.boolean("echo", out.echo);
-  if (out.echo && out.params.logprobs >= 0)
-    f.fail(invalid("unsupported", "echo", "'echo' with 'logprobs' is not supported: ggflow does not compute prompt log-probabilities"));
+  // The echoed prompt's tokens get log-probabilities too (its first token: null).
+  if (out.echo && out.params.logprobs >= 0) out.params.prompt_logprobs = out.params.logprobs;
   if (suffix && out.echo)
     f.fail(invalid("invalid_value", "echo", "'echo' with 'suffix' is not supported: the prompt is the code before the gap, the answer the middle"));
   read_stream(f, out);

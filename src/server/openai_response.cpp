@@ -135,6 +135,35 @@ Json completion_logprobs_json(const text::Tokenizer& tok, const std::vector<text
   return {{"tokens", tokens}, {"token_logprobs", token_lp}, {"top_logprobs", top}, {"text_offset", offsets}};
 }
 
+Json prompt_logprobs_json(const text::Tokenizer& tok, const std::vector<int32_t>& ids,
+                          const std::vector<text::StepLogprobs>& lp) {
+  Json tokens = Json::array(), token_lp = Json::array(), top = Json::array(), offsets = Json::array();
+  size_t offset = 0;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    const std::string t = piece(tok, ids[i]);
+    tokens.push_back(t);
+    offsets.push_back(offset);
+    offset += t.size();
+    if (i == 0 || i - 1 >= lp.size()) {  // nothing before the first token (or the prompt failed)
+      token_lp.push_back(nullptr);
+      top.push_back(nullptr);
+      continue;
+    }
+    const text::StepLogprobs& step = lp[i - 1];
+    token_lp.push_back(step.chosen.logprob);
+    Json alts = Json::object();
+    for (const auto& alt : step.top) alts[piece(tok, alt.token)] = alt.logprob;
+    top.push_back(alts);
+  }
+  return {{"tokens", tokens}, {"token_logprobs", token_lp}, {"top_logprobs", top}, {"text_offset", offsets}};
+}
+
+Json concat_logprobs_json(Json a, const Json& b) {
+  for (const char* k : {"tokens", "token_logprobs", "top_logprobs", "text_offset"})
+    for (const Json& v : b[k]) a[k].push_back(v);
+  return a;
+}
+
 Json response_json(const ResponseHead& head, const GenerationRequest& r, const std::vector<ChoiceState>& choices,
                    const text::Tokenizer& tok) {
   Json out = {{"id", head.id},
@@ -157,8 +186,11 @@ Json response_json(const ResponseHead& head, const GenerationRequest& r, const s
       ch["logprobs"] = with_lp ? chat_logprobs_json(tok, c.logprobs) : Json(nullptr);
     } else {
       ch["text"] = c.text;
-      size_t offset = r.echo ? r.prompts[i / size_t(r.n)].text.size() : 0;
+      const PromptInput& prompt = r.prompts[i / size_t(r.n)];
+      size_t offset = r.echo ? prompt.text.size() : 0;
       ch["logprobs"] = with_lp ? completion_logprobs_json(tok, c.logprobs, offset) : Json(nullptr);
+      if (with_lp && r.echo)
+        ch["logprobs"] = concat_logprobs_json(prompt_logprobs_json(tok, prompt.ids, c.prompt_logprobs), ch["logprobs"]);
     }
     ch["finish_reason"] = finish_reason_json(c.finish, c.tools.get());
     if (r.return_token_ids) ch["token_ids"] = c.tokens;

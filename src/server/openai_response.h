@@ -28,6 +28,7 @@ struct ChoiceState {
   std::string text;                          // completions: starts with the echoed prompt
   std::vector<int32_t> tokens;
   std::vector<text::StepLogprobs> logprobs;
+  std::vector<text::StepLogprobs> prompt_logprobs;  // echo + logprobs: prompt tokens 1..
   size_t text_offset = 0;                    // completions' logprobs.text_offset of the next token
   bool done = false;
   text::FinishReason finish = text::FinishReason::None;
@@ -49,6 +50,12 @@ Json usage_json(const GenerationRequest& r, const std::vector<ChoiceState>& choi
 // Log-probabilities in the chat shape ({"content": [...]}) or the completions shape.
 Json chat_logprobs_json(const text::Tokenizer& tok, const std::vector<text::StepLogprobs>& lp);
 Json completion_logprobs_json(const text::Tokenizer& tok, const std::vector<text::StepLogprobs>& lp, size_t& text_offset);
+// The echoed prompt's part of the completions shape: `ids` (the prompt), the first token with
+// null log-probabilities, token i >= 1 with lp[i - 1]; text offsets from 0.
+Json prompt_logprobs_json(const text::Tokenizer& tok, const std::vector<int32_t>& ids,
+                          const std::vector<text::StepLogprobs>& lp);
+// `a` then `b` (two completions-shaped logprobs objects).
+Json concat_logprobs_json(Json a, const Json& b);
 
 // The full (non-streaming) response.
 Json response_json(const ResponseHead& head, const GenerationRequest& r, const std::vector<ChoiceState>& choices,

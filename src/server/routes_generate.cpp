@@ -36,6 +36,7 @@ void apply(ChoiceState& c, RequestEvent& e) {
   c.text += e.text;
   c.tokens.insert(c.tokens.end(), e.tokens.begin(), e.tokens.end());
   c.logprobs.insert(c.logprobs.end(), e.logprobs.begin(), e.logprobs.end());
+  if (e.prompt_scored) c.prompt_logprobs = e.prompt_logprobs;
   if (e.done) {
     c.done = true;
     c.finish = e.finish;
@@ -176,7 +177,7 @@ void Server::generate_stream(std::shared_ptr<const GenerationRequest> r, std::sh
       for (size_t i = 0; i < st->choices.size(); ++i) {
         if (r->chat)
           open.push_back({{"index", i}, {"delta", {{"role", "assistant"}, {"content", ""}}}, {"logprobs", nullptr}, {"finish_reason", nullptr}});
-        else if (r->echo)
+        else if (r->echo && r->params.prompt_logprobs < 0)  // with them: once the prompt is scored
           open.push_back({{"index", i}, {"text", st->choices[i].text}, {"logprobs", nullptr}, {"finish_reason", nullptr}});
       }
       if (!open.empty() && !send(chunk_json(st->head, *r, open))) return false;
@@ -188,6 +189,12 @@ void Server::generate_stream(std::shared_ptr<const GenerationRequest> r, std::sh
     }
     for (auto& e : events) {
       ChoiceState& c = st->choices[size_t(e.index)];
+      if (e.prompt_scored) {  // echo + logprobs: the prompt's chunk, with its log-probabilities
+        const PromptInput& prompt = r->prompts[size_t(e.index) / size_t(r->candidates())];
+        Json open = {{"index", e.index}, {"text", prompt.text}, {"logprobs", prompt_logprobs_json(*tok, prompt.ids, e.prompt_logprobs)},
+                     {"finish_reason", nullptr}};
+        if (!send(chunk_json(st->head, *r, Json::array({open})))) return false;
+      }
       Json choice = chunk_choice(*r, e, *tok, c);
       apply(c, e);
       st->done += e.done;

@@ -68,7 +68,8 @@ bool Scheduler::schedule_running(Sequence* s, std::vector<ScheduledChunk>& into,
 void Scheduler::admit(Plan& plan) {
   while (!waiting_.empty() && plan.budget > 0 && int64_t(running_.size()) < cfg_.max_num_seqs) {
     Sequence* s = waiting_.front();
-    const PrefixMatch match = blocks_.match_prefix(s->tokens);
+    // Prompt log-probabilities need every prompt row computed: no prefix match for them.
+    const PrefixMatch match = s->wants_prompt_rows() ? PrefixMatch{} : blocks_.match_prefix(s->tokens);
     const int64_t start = match.num_tokens();
     const int64_t n = std::min<int64_t>(s->len() - start, plan.budget);
     if (!blocks_.allocate(s->id, start + n, &match)) break;  // FCFS: later requests wait behind it
@@ -109,6 +110,15 @@ SchedulerOutput Scheduler::schedule() {
   const auto num_decode = int32_t(out.chunks.size());
   out.chunks.insert(out.chunks.end(), plan.verify.begin(), plan.verify.end());
   out.chunks.insert(out.chunks.end(), plan.prefill.begin(), plan.prefill.end());
+  for (ScheduledChunk& c : out.chunks) {
+    const Sequence& s = *c.seq;
+    if (c.num_draft > 0 || !s.wants_prompt_rows()) continue;
+    // Positions in this chunk before the last prompt token, from the first one not yet scored.
+    const int64_t lo = std::max<int64_t>(s.num_computed, int64_t(s.prompt_logprobs.size()));
+    const int64_t hi = std::min<int64_t>(s.num_computed + c.num_tokens, s.prompt_len - 1);
+    c.prompt_row0 = lo;
+    c.num_prompt_rows = int32_t(std::max<int64_t>(0, hi - lo));
+  }
   out.batch = build_batch(out.chunks, num_decode);
   out.batch.fresh_blocks = blocks_.drain_fresh_blocks();
   out.preempted = std::move(plan.preempted);
@@ -127,7 +137,8 @@ ScheduledBatch Scheduler::build_batch(const std::vector<ScheduledChunk>& chunks,
       // [T]: the sequence's tokens, then a verification chunk's drafts
       b.input_ids.push_back(p < s.len() ? s.tokens[size_t(p)] : s.draft[size_t(p - s.len())]);
       b.position_ids.push_back(int32_t(p));        // [T]
-      if (c.num_draft > 0) {  // every row of a verification chunk is sampled
+      const bool prompt_row = p >= c.prompt_row0 && p < c.prompt_row0 + c.num_prompt_rows;
+      if (c.num_draft > 0 || prompt_row) {  // every row of a verification chunk is sampled
         b.sampled_tokens_indices.push_back(int32_t(b.input_ids.size()) - 1);
         b.sampled_seq.push_back(int32_t(b.seq_ids.size()));
       }

@@ -49,6 +49,10 @@ struct ScheduledChunk {
   bool sample = false;  // the chunk ends at the last token: its last row is sampled
   int32_t num_draft = 0;  // > 0: a verification chunk (its last num_draft tokens are seq->draft;
                           // all its rows are sampled)
+  // RequestParams::prompt_logprobs: rows of positions [prompt_row0, prompt_row0 + num_prompt_rows)
+  // also return logits (before the sampled row), each scoring the prompt token after it.
+  int64_t prompt_row0 = 0;
+  int32_t num_prompt_rows = 0;
 };
 
 struct SchedulerOutput {

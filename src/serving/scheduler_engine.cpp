@@ -265,6 +265,13 @@ Result<StepStats> ContinuousBatchingEngine::step() {
   in_step_ = true;
   int64_t row = 0;  // sampled rows come in chunk order
   for (const ScheduledChunk& c : out.chunks) {
+    for (int32_t k = 0; k < c.num_prompt_rows; ++k) {  // row of position p scores prompt token p + 1
+      Sequence* s = c.seq;
+      const int64_t p = c.prompt_row0 + k;
+      auto r = logits->row(row++);
+      if (p == int64_t(s->prompt_logprobs.size()))
+        s->prompt_logprobs.push_back(text::step_logprobs(r, s->tokens[size_t(p + 1)], s->params.prompt_logprobs));
+    }
     if (c.num_draft > 0) {
       verify_chunk(c, *logits, row, st);
       row += 1 + c.num_draft;

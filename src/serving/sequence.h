@@ -49,6 +49,10 @@ struct RequestParams {
   TokenCallback on_token;                // optional streaming callback
   LogitsCallback on_logits;              // optional
   int32_t logprobs = -1;                 // >= 0: record each generated token's StepLogprobs (that many top tokens)
+  // >= 0: record the StepLogprobs of every prompt token after the first (that many top tokens),
+  // from the logits row of the position before it; such a prompt is computed in full (the prefix
+  // cache is not matched for it, so every row exists).
+  int32_t prompt_logprobs = -1;
 };
 
 // Sets `sample` of `rp` to a text::Sampler (its penalties and per-request RNG). The sampler is
@@ -96,6 +100,12 @@ struct Sequence {
   RequestParams params;
   std::vector<int32_t> tokens;  // i32 [len]: prompt, then generated tokens
   std::vector<text::StepLogprobs> logprobs;  // one per generated token when params.logprobs >= 0
+  // Prompt token p (1 <= p < prompt_len) at index p - 1, when params.prompt_logprobs >= 0.
+  std::vector<text::StepLogprobs> prompt_logprobs;
+  // Prompt positions whose logits row is still to be scored (params.prompt_logprobs >= 0).
+  bool wants_prompt_rows() const {
+    return params.prompt_logprobs >= 0 && int64_t(prompt_logprobs.size()) + 1 < prompt_len;
+  }
   int64_t prompt_len = 0;
   int64_t max_len = 0;          // tokens.size() at which generation ends with Length
   int64_t num_computed = 0;     // leading tokens whose K/V are in cache

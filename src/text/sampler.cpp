@@ -32,6 +32,9 @@ Status SamplingParams::validate(int64_t vocab_size) const {
       return bad("stop token id " + std::to_string(tok) + " is outside the vocabulary", "use ids from the model's tokenizer");
   for (const auto& s : stop)
     if (s.empty()) return bad("stop strings must not be empty", "remove the empty string from `stop`");
+  if (prompt_logprobs < -1 || prompt_logprobs > 20)
+    return bad("prompt_logprobs = " + std::to_string(prompt_logprobs) + " must be in [0, 20] (or -1 for none)",
+               "ask for at most 20 top tokens");
   if (logprobs < -1 || logprobs > 20)
     return bad("logprobs = " + std::to_string(logprobs) + " must be in [0, 20] (or -1 for none)", "ask for at most 20 top tokens");
   if (max_tokens < -1 || max_tokens == 0)

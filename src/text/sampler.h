@@ -47,6 +47,8 @@ struct SamplingParams {
   int64_t max_tokens = -1;           // generated tokens at most; -1: no limit
   int32_t logprobs = -1;             // -1: none; n in [0, 20]: record each step's log-probabilities
                                      // (the chosen token and the n most likely; text/logprobs.h)
+  int32_t prompt_logprobs = -1;      // -1: none; n in [0, 20]: the same for every prompt token after
+                                     // the first (the prompt is then computed in full, not cached)
   bool ignore_eos = false;           // the vocabulary's end-of-generation tokens do not stop it (only
                                      // stop_token_ids, stop and max_tokens do; benchmarks)
 

@@ -6,7 +6,7 @@
 One line per check (`ok` / `FAIL`); exit 0 when all pass, 1 otherwise, 77 when the model (or the
 `openai` package) is missing, unless GGFLOW_REQUIRE_MODELS=1. The contract is docs/SERVER.md:
 - /v1/models; chat and completions, streaming and not, usage; completions with a string, a list of
-  strings, token ids, echo, logprobs; n with the prefix cache and `seed + i`; chat logprobs; stop
+  strings, token ids, echo, logprobs, echo with logprobs (the prompt scored); n with the prefix cache and `seed + i`; chat logprobs; stop
   strings; seed reproducibility;
 - errors as the client's exception types (400, 404, 401 with `--api-key`, 429 with `--max-queue`);
 - greedy through the server equals `ggflow run` (text, and the ids of `ggflow run --tokens`), and
@@ -492,6 +492,50 @@ def check_completions_stream(client, name):
             f"streamed {text!r} {fins} usage {usage}; non-streamed {r.choices[0].text!r} {r.choices[0].finish_reason}")
 
 
+def check_echo_logprobs(client, name, srv):
+    """echo + logprobs scores the prompt: each prompt token's logprob and top-k are those of the
+    request whose prompt stops just before it (exact: the engine is batch invariant)."""
+    p = "The capital of France is"
+    kw = dict(model=name, max_tokens=4, temperature=0, logprobs=3)
+    r = client.completions.create(prompt=p, echo=True, **kw)
+    plain = client.completions.create(prompt=p, **kw)
+    ids = tokenize(srv, p)
+    lp, n = r.choices[0].logprobs, r.usage.completion_tokens
+    problems = []
+    toks = lp.tokens or []
+    if len(toks) != len(ids) + n or len(lp.token_logprobs) != len(toks) or len(lp.top_logprobs) != len(toks):
+        problems.append(f"{len(toks)} tokens for {len(ids)} prompt + {n} generated")
+    elif "".join(toks) != r.choices[0].text or r.choices[0].text != p + plain.choices[0].text:
+        problems.append(f"tokens {toks} / text {r.choices[0].text!r} vs {p!r} + {plain.choices[0].text!r}")
+    elif lp.token_logprobs[0] is not None or lp.text_offset[0] != 0:
+        problems.append(f"first prompt token: logprob {lp.token_logprobs[0]}, offset {lp.text_offset[0]}")
+    elif lp.token_logprobs[len(ids):] != plain.choices[0].logprobs.token_logprobs:
+        problems.append(f"generated part {lp.token_logprobs[len(ids):]} vs {plain.choices[0].logprobs.token_logprobs}")
+    else:
+        for k in range(1, len(ids)):
+            v = lp.token_logprobs[k]
+            alone = client.completions.create(prompt=ids[:k], model=name, max_tokens=1, temperature=0, logprobs=3)
+            top = alone.choices[0].logprobs.top_logprobs[0]
+            if not (v is not None and v <= 0) or lp.top_logprobs[k] != top:
+                problems.append(f"prompt token {k} ({toks[k]!r}): {v}, top {lp.top_logprobs[k]} vs alone {top}")
+    again = client.completions.create(prompt=p, echo=True, **kw)
+    cached = again.usage.prompt_tokens_details.cached_tokens if again.usage.prompt_tokens_details else None
+    if again.choices[0].logprobs.token_logprobs != lp.token_logprobs or cached not in (0, None):
+        problems.append(f"repeated: cached_tokens {cached}, logprobs equal "
+                        f"{again.choices[0].logprobs.token_logprobs == lp.token_logprobs}")
+    c.check(not problems, "completions: echo + logprobs=3 scores every prompt token as the shorter prompt alone",
+            "; ".join(problems))
+
+    s = list(client.completions.create(prompt=p, echo=True, stream=True, **kw))
+    first = next((k.choices[0] for k in s if k.choices), None)
+    text = "".join(ch.text for k in s for ch in k.choices)
+    stoks = [t for k in s for ch in k.choices if ch.logprobs for t in (ch.logprobs.tokens or [])]
+    c.check(first is not None and first.text == p and first.logprobs is not None
+            and first.logprobs.tokens == toks[:len(ids)] and text == r.choices[0].text and stoks == toks,
+            "completions streamed: echo + logprobs sends the scored prompt first, then the tokens",
+            f"first {first}; text {text!r}; tokens {stoks} vs {toks}")
+
+
 METRICS = {  # docs/SERVER.md's metrics table: name -> type
     "ggflow:num_requests_running": "gauge", "ggflow:num_requests_waiting": "gauge",
     "ggflow:kv_cache_usage_perc": "gauge", "ggflow:cache_config_info": "gauge",
@@ -815,6 +859,7 @@ def main():
         run_check("greedy vs ggflow run", check_greedy_vs_run, client, name, ggflow, model)
         run_check("more chat", check_more_chat, client, name, srv)
         run_check("completions streamed", check_completions_stream, client, name)
+        run_check("echo + logprobs", check_echo_logprobs, client, name, srv)
         run_check("metrics names", check_metrics_names, srv)
         run_check("llama-server routes", check_llama_routes, client, name, srv)
         run_check("idle metrics", check_idle_metrics, srv, "after all requests")

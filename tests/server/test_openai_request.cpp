@@ -215,6 +215,11 @@ TEST_F(Parse, CompletionPromptForms) {
   EXPECT_FALSE(r.prompts[0].text.empty());  // echo decodes token prompts
   ASSERT_FALSE(completion(R"({"prompt": [[1, 2], [3]]})", r));
   EXPECT_EQ(r.prompts.size(), 2u);
+  // echo + logprobs: the prompt's tokens are scored with as many top tokens.
+  ASSERT_FALSE(completion(R"({"prompt": "x", "logprobs": 2, "echo": true})", r));
+  EXPECT_EQ(r.params.prompt_logprobs, 2);
+  ASSERT_FALSE(completion(R"({"prompt": "x", "logprobs": 2})", r));
+  EXPECT_EQ(r.params.prompt_logprobs, -1);
 
   struct Case {
     std::string body, param, code;
@@ -227,7 +232,6 @@ TEST_F(Parse, CompletionPromptForms) {
       {R"({"prompt": [1, -1]})", "prompt", "invalid_value"},
       {R"({"prompt": [99999999]})", "prompt", "invalid_value"},
       {R"({"prompt": "x", "logprobs": 6})", "logprobs", "invalid_value"},
-      {R"({"prompt": "x", "logprobs": 1, "echo": true})", "echo", "unsupported"},
       {R"({"prompt": "x", "suffix": "y"})", "suffix", "invalid_value"},  // the test vocabulary has no FIM tokens
       {R"({"prompt": "x", "suffix": 3})", "suffix", "invalid_type"},
       {R"({"prompt": "x", "best_of": 1, "n": 2})", "best_of", "invalid_value"},

@@ -3,7 +3,8 @@
 // It simulates the paged KV cache at token granularity: `kv_[block * 32 + slot]` holds the token id
 // whose K/V was written there. Each forward() checks the batch's structure (prefix sums from 0,
 // positions continuing past_lens, block tables covering past_lens + new tokens, no block written
-// while another subsequence of the batch holds it, sampled rows = last rows of complete sequences),
+// while another subsequence of the batch holds it, sampled rows = last rows of complete sequences
+// and the rows of prompt positions still to be scored for prompt log-probabilities),
 // writes the new tokens into their slots, then reads every subsequence's whole context back
 // through its block table and checks it is exactly that sequence's history (prompt + generated,
 // from the engine, then the drafts of a verification chunk). The logits of a sampled row are a hash
@@ -18,6 +19,7 @@
 #include <set>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "runtime/paged_batch.h"
@@ -44,7 +46,12 @@ class FakePagedRunner : public BatchRunner {
   using Drafts = std::function<std::vector<int32_t>(RequestId)>;  // its drafts this step
 
   FakePagedRunner(int32_t num_blocks, int64_t vocab) : vocab_(vocab), kv_(size_t(num_blocks) * 32, -1) {}
-  void set_truth(Truth t, Drafts d = {}) { truth_ = std::move(t), drafts_ = std::move(d); }
+  // Positions [lo, hi) of a request whose rows must come back besides the sampled one
+  // (RequestParams::prompt_logprobs: the prompt positions not yet scored).
+  using PromptRows = std::function<std::pair<int64_t, int64_t>(RequestId)>;
+  void set_truth(Truth t, Drafts d = {}, PromptRows p = {}) {
+    truth_ = std::move(t), drafts_ = std::move(d), prompt_rows_ = std::move(p);
+  }
 
   Result<LogitsRows> forward(const ScheduledBatch& b) override {
     ++steps;
@@ -124,8 +131,11 @@ class FakePagedRunner : public BatchRunner {
         if (size_t(past + n) != truth.size() || size_t(past + 1) != tokens.size())
           return fail("a verification chunk is not the pending token and all its drafts");
         for (int32_t i = 0; i < n; ++i) expect_sampled.push_back(b.subsequence_begins[s] + i);
-      } else if (size_t(past + n) == truth.size()) {
-        expect_sampled.push_back(b.subsequence_begins[s + 1] - 1);
+      } else {
+        const auto [lo, hi] = prompt_rows_ ? prompt_rows_(b.seq_ids[s]) : std::pair<int64_t, int64_t>{0, 0};
+        for (int32_t i = 0; i < n; ++i)
+          if (past + i >= lo && past + i < hi) expect_sampled.push_back(b.subsequence_begins[s] + i);
+        if (size_t(past + n) == truth.size()) expect_sampled.push_back(b.subsequence_begins[s + 1] - 1);
       }
     }
     if (b.max_context_len != max_ctx) return fail("max_context_len is wrong");
@@ -167,6 +177,7 @@ class FakePagedRunner : public BatchRunner {
   std::vector<int32_t> kv_;  // token id written in each slot, -1 = never
   Truth truth_;
   Drafts drafts_;
+  PromptRows prompt_rows_;
 };
 
 }  // namespace ggflow::serving::testing

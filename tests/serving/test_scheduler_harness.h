@@ -26,7 +26,12 @@ struct Harness {
     if (!e) ADD_FAILURE() << e.error().str();
     engine = std::move(*e);
     runner.set_truth([this](RequestId id) { return engine->sequence(id)->tokens; },
-                     [this](RequestId id) { return engine->sequence(id)->draft; });
+                     [this](RequestId id) { return engine->sequence(id)->draft; },
+                     [this](RequestId id) {
+                       const Sequence& s = *engine->sequence(id);
+                       return s.wants_prompt_rows() ? std::pair<int64_t, int64_t>{int64_t(s.prompt_logprobs.size()), s.prompt_len - 1}
+                                                    : std::pair<int64_t, int64_t>{0, 0};
+                     });
   }
 
   RequestId add(std::vector<int32_t> prompt, RequestParams p = {}) {

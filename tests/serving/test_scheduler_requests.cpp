@@ -164,3 +164,41 @@ TEST(Scheduler, PollingAndDeferredCancelFromCallback) {
   EXPECT_EQ(h.out(b).tokens.size(), 3u);  // b sampled in the same step as a's third token
   EXPECT_TRUE(h.all_free());
 }
+
+// RequestParams::prompt_logprobs: every prompt token after the first is scored from the row of the
+// position before it, across prefill chunks (budget 16 < the prompt), also when the prompt's blocks
+// are in the prefix cache (such a request computes its prompt in full), and the generated tokens
+// are the ones the request makes without it.
+TEST(Scheduler, PromptLogprobsScoreEveryPromptToken) {
+  Harness h(config(32, 8, 16, true));
+  const std::vector<int32_t> prompt = tokens(70, 5);
+  RequestParams p = max_tokens(4);
+  p.prompt_logprobs = 3;
+  RequestId a = h.add(prompt, p);
+  h.run();
+  RequestId b = h.add(prompt, p);              // its blocks are cached now
+  RequestId c = h.add(prompt, max_tokens(4));  // without prompt_logprobs: served from the cache
+  h.run();
+  for (RequestId id : {a, b}) {
+    const Sequence& s = *h.engine->sequence(id);
+    ASSERT_EQ(s.prompt_logprobs.size(), prompt.size() - 1);
+    for (size_t i = 0; i + 1 < prompt.size(); ++i) {
+      std::vector<float> row;  // the fake model's row after prompt[0..i]
+      fake_logits(std::span<const int32_t>(prompt).first(i + 1), kVocab, row);
+      const StepLogprobs want = step_logprobs(row, prompt[i + 1], 3);
+      const StepLogprobs& got = s.prompt_logprobs[i];
+      EXPECT_EQ(got.chosen.token, prompt[i + 1]);
+      EXPECT_EQ(got.chosen.logprob, want.chosen.logprob) << "position " << i;
+      ASSERT_EQ(got.top.size(), 3u);
+      for (size_t k = 0; k < 3; ++k) EXPECT_EQ(got.top[k].token, want.top[k].token);
+    }
+    EXPECT_EQ(h.out(id).tokens, run_alone(prompt, max_tokens(4)));
+  }
+  EXPECT_EQ(h.out(b).usage.cached_tokens, 0);
+  EXPECT_GT(h.out(c).usage.cached_tokens, 0);
+  EXPECT_TRUE(h.engine->sequence(c)->prompt_logprobs.empty());
+  SamplingParams sp;
+  sp.prompt_logprobs = 21;
+  EXPECT_FALSE(sp.validate().ok());
+  EXPECT_TRUE(h.all_free());
+}
