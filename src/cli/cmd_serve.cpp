@@ -1,6 +1,6 @@
 // `ggflow serve`: the OpenAI-compatible server (docs/SERVER.md).
 //
-//   ggflow serve -m FILE [--host H] [--port P] [-t N] [--parallel N] [--kv-cache SIZE] [--kv-type f32|f16]
+//   ggflow serve -m FILE [-m FILE ...] [--models-dir DIR] [--max-memory SIZE] [--host H] [--port P] [-t N] [--parallel N] [--kv-cache SIZE] [--kv-type f32|f16]
 //                [--max-batched-tokens N] [--ctx-size N] [--max-queue N] [--api-key KEY]
 //                [--served-model-name NAME] [--no-webui] [--max-body SIZE] [--shutdown-timeout S]
 //                [--draft-model F | --lookup N] [--spec-tokens K]
@@ -9,12 +9,15 @@
 // verify drafts (not grammar-constrained ones): the answers are those of plain decoding, and
 // speculation shrinks as the batch grows (serving/speculative.h).
 // Listens first (so /health answers and the model routes say 503 while loading), then loads the
-// model; SIGTERM or SIGINT drains (server/http_server.h) and exits 0.
+// default (first) model; the others load when a request names them, and the least recently used
+// unload when --max-memory would be exceeded (server/model_set.h). SIGTERM or SIGINT drains
+// (server/http_server.h) and exits 0.
 #include <pthread.h>
 
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <algorithm>
 #include <filesystem>
 
 #include "cli/commands.h"
@@ -27,6 +30,8 @@ namespace ggflow::cli {
 namespace cmd_serve {
 
 struct Opts {
+  std::vector<std::string> models;
+  std::string models_dir;
   std::string model, host = "127.0.0.1", kv_cache = "256MiB", api_key, name, max_body = "8MiB", executor = "cpu", max_memory;
   std::string kv_type = "f32";
   int port = 8080, threads = 0, parallel = 8, max_batched = 512, max_queue = 64, shutdown_timeout = 10;
@@ -51,9 +56,11 @@ std::string default_name(const std::string& path) {
   return stem;
 }
 
-// The model, its KV pool and context, as the pipeline wants them.
-// `chat_template`: the file's tokenizer.chat_template ("" without one), for /props.
-Result<std::unique_ptr<pipeline::ContinuousBatchingPipeline>> load(const Opts& o, int64_t& context, std::string& chat_template) {
+// The model of o.model, its KV pool and context, as the pipeline wants them.
+// `chat_template`: the file's tokenizer.chat_template ("" without one), for /props; `bytes`: the
+// file and the KV pool.
+Result<std::unique_ptr<pipeline::ContinuousBatchingPipeline>> load(const Opts& o, int64_t& context, std::string& chat_template,
+                                                                   int64_t& bytes) {
   if (auto s = runtime::check_memory_budget(o.model, 0, o.max_memory); !s) return s.error();  // before mapping
   auto kv_type = builder::kv_type_from_name(o.kv_type);
   if (!kv_type) return kv_type.error();
@@ -70,6 +77,8 @@ Result<std::unique_ptr<pipeline::ContinuousBatchingPipeline>> load(const Opts& o
                           std::to_string(per_block) + " bytes each for this model)",
                       "give the KV cache at least one block's worth");
   if (auto s = runtime::check_memory_budget(o.model, blocks * per_block, o.max_memory); !s) return s.error();
+  std::error_code ec;
+  bytes = int64_t(std::filesystem::file_size(o.model, ec)) + blocks * per_block;
   const int64_t capacity = blocks * serving::BlockManager::kBlockSize;
   context = o.ctx > 0 ? o.ctx : std::min<int64_t>({2048, (*file)->n_ctx_train(), capacity});
   if (context > capacity)
@@ -88,13 +97,52 @@ Result<std::unique_ptr<pipeline::ContinuousBatchingPipeline>> load(const Opts& o
   runtime::CompileOptions co;
   co.executor = *runtime::executor_from_name(o.executor);
   co.threads = o.threads;
-  std::fprintf(stderr, "ggflow serve: KV cache %lld blocks x 32 tokens (%.1f MiB), context %lld tokens, %d sequences at once\n",
-               static_cast<long long>(blocks), double(blocks * per_block) / 1048576.0, static_cast<long long>(context), o.parallel);
+  std::fprintf(stderr, "ggflow serve: %s: KV cache %lld blocks x 32 tokens (%.1f MiB), context %lld tokens, %d sequences at once\n",
+               o.model.c_str(), static_cast<long long>(blocks), double(blocks * per_block) / 1048576.0, static_cast<long long>(context), o.parallel);
   if (o.spec.enabled())
     std::fprintf(stderr, "ggflow serve: speculative decoding with %s\n",
                  o.spec.lookup > 0 ? ("prompt lookup (n-grams up to " + std::to_string(o.spec.lookup) + ")").c_str()
                                    : ("the draft model " + o.spec.draft_model).c_str());
   return pipeline::ContinuousBatchingPipeline::open(**file, cfg, co, o.spec);
+}
+
+// The served models: each -m (named by --served-model-name when it is the only one, else by its
+// file name), then each .gguf file of --models-dir in name order.
+Result<std::vector<server::ModelSpec>> model_specs(const Opts& o) {
+  std::vector<server::ModelSpec> out;
+  for (const auto& m : o.models) out.push_back({default_name(m), m});
+  if (!o.models_dir.empty()) {
+    std::error_code ec;
+    std::vector<std::string> files;
+    for (const auto& f : std::filesystem::directory_iterator(o.models_dir, ec))
+      if (f.path().extension() == ".gguf" && std::filesystem::is_regular_file(f.path(), ec)) files.push_back(f.path().string());
+    if (ec) return make_error("cannot read --models-dir " + o.models_dir + ": " + ec.message(), "give a directory of .gguf files");
+    std::sort(files.begin(), files.end());
+    if (files.empty()) return make_error("--models-dir " + o.models_dir + " holds no .gguf file", "put the models there, or use -m FILE");
+    for (const auto& f : files) out.push_back({default_name(f), f});
+  }
+  if (out.empty()) return make_error("no model to serve", "give -m FILE (repeat for several) or --models-dir DIR");
+  if (!o.name.empty()) {
+    if (out.size() > 1)
+      return make_error("--served-model-name names one model, and " + std::to_string(out.size()) + " are served",
+                        "drop it: with several models each is named by its file name without .gguf");
+    out[0].name = o.name;
+  }
+  for (size_t i = 0; i < out.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      if (out[i].name == out[j].name)
+        return make_error("two models are named '" + out[i].name + "': " + out[j].path + " and " + out[i].path,
+                          "serve files with different names (a model is named by its file name without .gguf)");
+  if (out.size() > 1 && !o.spec.draft_model.empty())
+    return make_error("--draft-model drafts for one model, and " + std::to_string(out.size()) + " are served",
+                      "serve the model it drafts for alone, or use --lookup (it needs no draft model)");
+  return out;
+}
+
+// The budget of the loaded models together: --max-memory, else the memory available at start.
+Result<int64_t> memory_budget(const Opts& o) {
+  if (!o.max_memory.empty()) return runtime::parse_bytes("--max-memory", o.max_memory);
+  return std::max<int64_t>(runtime::available_memory(), 0);
 }
 
 int serve(const Opts& o) {
@@ -112,7 +160,10 @@ int serve(const Opts& o) {
   cfg.api_key = o.api_key;
   if (cfg.api_key.empty())
     if (const char* env = std::getenv("GGFLOW_API_KEY")) cfg.api_key = env;
-  cfg.served_name = o.name.empty() ? default_name(o.model) : o.name;
+  auto specs = model_specs(o);
+  if (!specs) return fail("serve", specs.error());
+  auto budget = memory_budget(o);
+  if (!budget) return fail("serve", budget.error());
   cfg.webui = !o.no_webui;
   auto body = runtime::parse_bytes("--max-body", o.max_body);
   if (!body) return fail("serve", body.error());
@@ -121,7 +172,6 @@ int serve(const Opts& o) {
   cfg.loop.max_num_seqs = o.parallel;
   cfg.loop.max_queue = o.max_queue;
   cfg.cors_origins = o.cors_origins;
-  cfg.model_path = o.model;
   cfg.ssl_cert = o.ssl_cert;
   cfg.ssl_key = o.ssl_key;
   const char* scheme = o.ssl_cert.empty() ? "http" : "https";
@@ -132,16 +182,33 @@ int serve(const Opts& o) {
   auto port = srv.bind();
   if (!port) return fail("serve", port.error());
   srv.start();
-  std::fprintf(stderr, "ggflow serve: listening on %s://%s:%d, loading %s\n", scheme, o.host.c_str(), *port, o.model.c_str());
-  int64_t context = 0;
-  std::string chat_template;
-  auto pipe = load(o, context, chat_template);
-  if (!pipe) {
+  std::fprintf(stderr, "ggflow serve: listening on %s://%s:%d, loading %s\n", scheme, o.host.c_str(), *port,
+               (*specs)[0].path.c_str());
+  auto loader = [o](const server::ModelSpec& spec) -> Result<server::LoadedModel> {
+    Opts one = o;
+    one.model = spec.path;
+    server::LoadedModel m;
+    auto pipe = load(one, m.context, m.chat_template, m.bytes);
+    if (!pipe) return pipe.error();
+    m.pipe = std::move(*pipe);
+    return m;
+  };
+  // Before a first load: the file and the KV pool when --kv-cache is a size (a block count is
+  // sized once the file's KV width is known, after the load).
+  auto sizer = [kv = parse_kv_cache(o.kv_cache)](const server::ModelSpec& spec) -> int64_t {
+    std::error_code ec;
+    const auto file = std::filesystem::file_size(spec.path, ec);
+    return (ec ? 0 : int64_t(file)) + (kv && *kv > 0 ? *kv : 0);
+  };
+  const std::string default_model = (*specs)[0].name;
+  const size_t num_models = specs->size();
+  auto models = std::make_unique<server::ModelSet>(std::move(*specs), loader, sizer, *budget, cfg.loop, srv.metrics());
+  if (auto s = srv.serve_models(std::move(models)); !s) {
     srv.shutdown();
-    return fail("serve", pipe.error());
+    return fail("serve", s.error());
   }
-  srv.set_model(std::move(*pipe), context, std::move(chat_template));
-  std::fprintf(stderr, "ggflow serve: ready: model '%s' at %s://%s:%d/v1 (chat page: %s)\n", cfg.served_name.c_str(), scheme,
+  std::fprintf(stderr, "ggflow serve: ready: model '%s'%s at %s://%s:%d/v1 (chat page: %s)\n", default_model.c_str(),
+               num_models > 1 ? (" and " + std::to_string(num_models - 1) + " more on demand").c_str() : "", scheme,
                o.host.c_str(), *port, cfg.webui ? "/" : "off");
   int sig = 0;
   sigwait(&stop_signals, &sig);
@@ -155,7 +222,8 @@ int serve(const Opts& o) {
 void add(CLI::App& app, int& rc) {
   auto* cmd = app.add_subcommand("serve", "Serve a model over an OpenAI-compatible HTTP API (docs/SERVER.md)");
   auto o = std::make_shared<Opts>();
-  cmd->add_option("-m,--model", o->model, "the .gguf model")->required();
+  cmd->add_option("-m,--model", o->models, "a .gguf model (repeat for several: the first is the default)");
+  cmd->add_option("--models-dir", o->models_dir, "serve every .gguf file of this directory, each loaded on first use");
   cmd->add_option("--host", o->host, "address to listen on")->capture_default_str();
   cmd->add_option("--port", o->port, "port (0: any free port, printed)")->capture_default_str()->check(CLI::Range(0, 65535));
   cmd->add_option("-t,--threads", o->threads, "executor threads (default: the machine's cores)")->check(CLI::NonNegativeNumber);
@@ -174,7 +242,7 @@ void add(CLI::App& app, int& rc) {
                   "an origin whose browser pages may call the API (repeat for several; '*': any); default: none");
   cmd->add_option("--max-body", o->max_body, "largest request body")->capture_default_str();
   cmd->add_option("--shutdown-timeout", o->shutdown_timeout, "seconds SIGTERM waits for running requests")->capture_default_str()->check(CLI::Range(0, 3600));
-  cmd->add_option("--max-memory", o->max_memory, "refuse a model + KV cache that needs more (e.g. 8GiB; default: the memory available)");
+  cmd->add_option("--max-memory", o->max_memory, "memory for the loaded models and their KV caches together (e.g. 8GiB; default: the memory available); the least recently used unload to make room");
   cmd->add_option("--executor", o->executor, "cpu | ref")->check(CLI::IsMember({"cpu", "ref"}))->capture_default_str();
   cmd->add_option("--draft-model", o->spec.draft_model, "speculative decoding: a smaller model with the same vocabulary proposes tokens");
   cmd->add_option("--lookup", o->spec.lookup, "speculative decoding: prompt lookup with n-grams of 2 to N tokens (3 is typical)");

@@ -35,6 +35,7 @@ EngineLoop::~EngineLoop() {
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
+  metrics_.forget(this);
 }
 
 int64_t EngineLoop::live() const {
@@ -50,7 +51,7 @@ EngineLoop::Admission EngineLoop::submit(std::vector<Submission> group) {
     live_ += int64_t(group.size());
     // Counted as waiting at once, under the same lock as update_gauges' inbox count: whoever
     // reads the metrics after a request was accepted sees it (never idle while it is queued).
-    metrics_.add_waiting(int64_t(group.size()));
+    metrics_.add_waiting(this, int64_t(group.size()));
     Group g;
     g.members = std::move(group);
     inbox_.push_back(std::move(g));
@@ -191,7 +192,7 @@ void EngineLoop::update_gauges() {
                        s->len() - s->prompt_len, s->num_computed});
   std::lock_guard<std::mutex> l(m_);  // the inbox and the gauges in one step with submit's add_waiting
   for (const auto& grp : inbox_) g.waiting += int64_t(grp.members.size());
-  metrics_.set_gauges(g);
+  metrics_.set_gauges(this, g);
   slots_ = std::move(slots);
 }
 

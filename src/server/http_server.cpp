@@ -107,7 +107,7 @@ Server::Server(ServeConfig cfg)
 Server::~Server() {
   http_->stop();
   if (listener_.joinable()) listener_.join();
-  loop_.reset();
+  models_.reset();
 }
 
 Result<int> Server::bind() {
@@ -125,38 +125,45 @@ Result<int> Server::bind() {
 
 void Server::start() {
   listener_ = std::thread([this] { http_->listen_after_bind(); });
+  // httplib's stop() does nothing until the listener runs: a shutdown right after start (a model
+  // refused at once) would otherwise leave the listener, and the process, running.
+  for (int i = 0; i < 5000 && !http_->is_running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
 }
 
-void Server::set_model(std::unique_ptr<pipeline::ContinuousBatchingPipeline> pipe, int64_t context, std::string chat_template) {
-  pipe_ = std::move(pipe);
-  chat_template_ = std::move(chat_template);
-  model_ = ModelInfo{cfg_.served_name, context, pipe_->format()};
-  loop_ = std::make_unique<EngineLoop>(*pipe_, cfg_.loop, metrics_);
-  metrics_.set_model_name(cfg_.served_name);
-  if (const runtime::CompiledModel* cm = pipe_->compiled_model())
-    metrics_.set_kv_memory([cm] {
-      const auto m = cm->cache_memory();
-      return std::pair{m.reserved_bytes, m.resident_bytes};
-    });
+Status Server::serve_models(std::unique_ptr<ModelSet> models) {
+  models_ = std::move(models);
+  metrics_.set_model_name(models_->default_name());
+  std::optional<ApiError> error;
+  if (!models_->acquire("", error)) return make_error(error->message, "check the file with `ggflow inspect`");
   ready_ = true;
+  return {};
+}
+
+std::shared_ptr<ModelLease> Server::lease(const std::string& name, httplib::Response& res) {
+  std::optional<ApiError> error;
+  auto l = models_->acquire(name, error);
+  if (!l) send_error(res, *error);
+  return l;
+}
+
+// The body's "model" when it is a string; anything else is the parser's to refuse.
+std::shared_ptr<ModelLease> Server::lease(const Json& body, httplib::Response& res) {
+  auto it = body.find("model");
+  return lease(it != body.end() && it->is_string() ? it->get<std::string>() : std::string(), res);
 }
 
 void Server::shutdown() {
   stopping_ = true;
-  if (loop_) {
-    loop_->drain(std::chrono::seconds(cfg_.shutdown_timeout_s));
+  if (models_) {
+    models_->drain(std::chrono::seconds(cfg_.shutdown_timeout_s));
     // The streams write their final chunks on their own threads: give them a moment.
     for (int i = 0; i < 50 && http_->is_running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
   http_->stop();
   if (listener_.joinable()) listener_.join();
-  loop_.reset();
-  if (pipe_) {  // the loop thread is gone: the block manager can be checked from here
-    const auto& blocks = pipe_->engine().blocks();
-    auto ok = blocks.check_invariants();
-    std::fprintf(stderr, "ggflow serve: KV blocks at exit: %d of %d held by requests; invariants %s\n",
-                 blocks.num_blocks() - blocks.num_free(), blocks.num_blocks(), ok ? "hold" : ok.error().str().c_str());
-  }
+  if (models_)
+    for (const auto& line : models_->exit_report()) std::fprintf(stderr, "ggflow serve: %s\n", line.c_str());
+  models_.reset();
 }
 
 bool Server::cors(const httplib::Request& req, httplib::Response& res) {
@@ -194,7 +201,7 @@ bool Server::admit_route(const httplib::Request& req, httplib::Response& res) {
       return false;
     }
   }
-  if (stopping_ || (loop_ && loop_->draining())) {
+  if (stopping_) {
     send_error(res, {503, "server_error", "shutting_down", "", "the server is shutting down; retry on another replica"});
     return false;
   }
@@ -207,43 +214,55 @@ bool Server::admit_route(const httplib::Request& req, httplib::Response& res) {
 }
 
 void Server::models(const httplib::Request& req, httplib::Response& res) {
-  Json m = {{"id", model_.name}, {"object", "model"}, {"created", int64_t(std::time(nullptr))}, {"owned_by", "ggflow"},
-            {"max_model_len", model_.context}};
-  if (req.matches.size() > 1) {
-    if (req.matches[1] != model_.name)
-      return send_error(res, {404, "not_found_error", "model_not_found", "model",
-                              "the model '" + std::string(req.matches[1]) + "' does not exist; this server serves '" + model_.name + "'"});
-    return send_json(res, m);
+  const auto created = int64_t(std::time(nullptr));
+  Json list = Json::array();
+  for (const ModelStatus& m : models_->status()) {
+    const char* state = m.state == ModelStatus::State::Loaded ? "loaded" : m.state == ModelStatus::State::Loading ? "loading" : "unloaded";
+    Json one = {{"id", m.name}, {"object", "model"}, {"created", created}, {"owned_by", "ggflow"}, {"status", {{"value", state}}}};
+    if (m.context > 0) one["max_model_len"] = m.context;  // known once loaded
+    if (req.matches.size() > 1 && req.matches[1] == m.name) return send_json(res, one);
+    list.push_back(std::move(one));
   }
-  send_json(res, {{"object", "list"}, {"data", Json::array({m})}});
+  if (req.matches.size() > 1) {
+    std::optional<ApiError> error;
+    models_->acquire(req.matches[1], error);  // not served: its 404, which names those that are
+    return send_error(res, *error);
+  }
+  send_json(res, {{"object", "list"}, {"data", list}});
 }
 
-// llama-server's /props: the defaults a request starts from, the slots, the model and its template.
-void Server::props(httplib::Response& res) {
+// llama-server's /props (?model= picks one of several): the defaults a request starts from, the
+// slots, the model and its template.
+void Server::props(const httplib::Request& req, httplib::Response& res) {
+  auto model = lease(req.get_param_value("model"), res);
+  if (!model) return;
   const text::SamplingParams d;
   send_json(res, {{"default_generation_settings",
-                   {{"n_ctx", model_.context},
+                   {{"n_ctx", model->info().context},
                     {"params", {{"temperature", d.temperature}, {"top_k", d.top_k}, {"top_p", d.top_p}, {"min_p", d.min_p},
                                 {"repeat_penalty", d.repetition_penalty}, {"presence_penalty", d.presence_penalty},
                                 {"frequency_penalty", d.frequency_penalty}, {"n_predict", d.max_tokens}}}}},
                   {"total_slots", cfg_.loop.max_num_seqs},
-                  {"model_path", cfg_.model_path},
-                  {"model_alias", model_.name},
-                  {"chat_template", chat_template_},
+                  {"model_path", model->path()},
+                  {"model_alias", model->info().name},
+                  {"chat_template", model->chat_template()},
                   {"modalities", {{"vision", false}, {"audio", false}}},
                   {"build_info", "ggflow"}});
 }
 
-// llama-server's /slots over continuous batching: a slot is one of the --parallel sequences the
-// engine runs at once; the live requests fill them oldest first, the rest are idle.
-void Server::slots(httplib::Response& res) {
-  const std::vector<SlotInfo> live = loop_->slots();
+// llama-server's /slots over continuous batching (?model= picks one of several): a slot is one of
+// the --parallel sequences the engine runs at once; the live requests fill them oldest first, the
+// rest are idle.
+void Server::slots(const httplib::Request& req, httplib::Response& res) {
+  auto model = lease(req.get_param_value("model"), res);
+  if (!model) return;
+  const std::vector<SlotInfo> live = model->loop().slots();
   Json out = Json::array();
   for (int32_t i = 0; i < cfg_.loop.max_num_seqs; ++i) {
     const SlotInfo* s = size_t(i) < live.size() ? &live[size_t(i)] : nullptr;
     out.push_back({{"id", i},
                    {"id_task", s ? s->id_task : -1},
-                   {"n_ctx", model_.context},
+                   {"n_ctx", model->info().context},
                    {"is_processing", s != nullptr},
                    {"state", !s ? "idle" : s->running ? "running" : "waiting"},
                    {"n_prompt_tokens", s ? s->n_prompt : 0},
@@ -284,10 +303,9 @@ void Server::add_routes() {
   using Res = httplib::Response&;
   http_->Get("/health", [](Req, Res res) { send_json(res, {{"status", "ok"}}); });
   http_->Get("/ready", [this](Req, Res res) {
-    if (stopping_ || (loop_ && loop_->draining()))
-      return send_error(res, {503, "server_error", "shutting_down", "", "the server is shutting down"});
+    if (stopping_) return send_error(res, {503, "server_error", "shutting_down", "", "the server is shutting down"});
     if (!ready_) return send_error(res, {503, "server_error", "model_loading", "", "the model is still loading"});
-    send_json(res, {{"status", "ready"}, {"model", model_.name}});
+    send_json(res, {{"status", "ready"}, {"model", models_->default_name()}});
   });
   http_->Get("/metrics", [this](Req, Res res) { res.set_content(metrics_.render(), "text/plain; version=0.0.4"); });
   // SGLang's load report, which vllm-router polls for its power_of_two policy: "load" is the
@@ -306,8 +324,8 @@ void Server::add_routes() {
       res.set_header("X-Content-Type-Options", "nosniff");
       res.set_content(page.data(), page.size(), "text/html; charset=utf-8");
     });
-  http_->Get("/props", [this](Req, Res res) { props(res); });
-  http_->Get("/slots", [this](Req, Res res) { slots(res); });
+  http_->Get("/props", [this](Req req, Res res) { props(req, res); });
+  http_->Get("/slots", [this](Req req, Res res) { slots(req, res); });
   http_->Get("/v1/models", [this](Req req, Res res) { models(req, res); });
   http_->Get(R"(/v1/models/(.+))", [this](Req req, Res res) { models(req, res); });
   post("/v1/chat/completions", &Server::chat);

@@ -33,17 +33,31 @@ Metrics::Metrics()
       tpot_({0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5, 5}),
       e2e_({0.1, 0.3, 0.5, 0.8, 1, 1.5, 2, 2.5, 5, 10, 15, 20, 30, 40, 50, 60, 120, 240}) {}
 
-void Metrics::set_gauges(const EngineGauges& g) {
+void Metrics::set_gauges(const void* engine, const EngineGauges& g) {
   std::lock_guard<std::mutex> l(m_);
-  g_ = g;
+  engines_[engine] = g;
 }
-void Metrics::add_waiting(int64_t n) {
+void Metrics::add_waiting(const void* engine, int64_t n) {
   std::lock_guard<std::mutex> l(m_);
-  g_.waiting += n;
+  engines_[engine].waiting += n;
+}
+void Metrics::forget(const void* engine) {
+  std::lock_guard<std::mutex> l(m_);
+  engines_.erase(engine);
+  kv_memory_.erase(engine);
+}
+EngineGauges Metrics::sum_locked() const {
+  EngineGauges s;
+  for (const auto& [e, g] : engines_) {
+    s.running += g.running, s.waiting += g.waiting;
+    s.num_blocks += g.num_blocks, s.blocks_used += g.blocks_used;
+    s.block_size = std::max(s.block_size, g.block_size);
+  }
+  return s;
 }
 EngineGauges Metrics::gauges() const {
   std::lock_guard<std::mutex> l(m_);
-  return g_;
+  return sum_locked();
 }
 void Metrics::add_speculation(int64_t verified_seqs, int64_t draft_tokens, int64_t accepted_tokens) {
   std::lock_guard<std::mutex> l(m_);
@@ -78,9 +92,9 @@ void Metrics::on_response(int status) {
   ++responses_[status];
 }
 
-void Metrics::set_kv_memory(std::function<std::pair<int64_t, int64_t>()> read) {
+void Metrics::set_kv_memory(const void* engine, std::function<std::pair<int64_t, int64_t>()> read) {
   std::lock_guard<std::mutex> l(m_);
-  kv_memory_ = std::move(read);
+  kv_memory_[engine] = std::move(read);
 }
 
 void Metrics::set_model_name(std::string name) {
@@ -101,14 +115,14 @@ std::string label_value(const std::string& s) {
 }
 }  // namespace
 
-void Metrics::render_model_server_protocol(std::string& out) const {
+void Metrics::render_model_server_protocol(const EngineGauges& g, std::string& out) const {
   const std::string model = "model_name=\"" + label_value(model_name_) + "\"";
   auto one = [&](const char* name, const char* type, const char* help, auto value) {
     out += fmt::format("# HELP {} {}\n# TYPE {} {}\n{}{{{}}} {}\n", name, help, name, type, name, model, value);
   };
-  const double kv_usage = g_.num_blocks > 0 ? double(g_.blocks_used) / g_.num_blocks : 0.0;
-  one("vllm:num_requests_running", "gauge", "Requests running (ggflow:num_requests_running).", g_.running);
-  one("vllm:num_requests_waiting", "gauge", "Requests waiting (ggflow:num_requests_waiting).", g_.waiting);
+  const double kv_usage = g.num_blocks > 0 ? double(g.blocks_used) / g.num_blocks : 0.0;
+  one("vllm:num_requests_running", "gauge", "Requests running (ggflow:num_requests_running).", g.running);
+  one("vllm:num_requests_waiting", "gauge", "Requests waiting (ggflow:num_requests_waiting).", g.waiting);
   one("vllm:kv_cache_usage_perc", "gauge", "KV-cache usage, 1 = full (ggflow:kv_cache_usage_perc).", kv_usage);
   one("vllm:gpu_cache_usage_perc", "gauge", "The older name of vllm:kv_cache_usage_perc (this is the CPU's cache).", kv_usage);
   one("vllm:prefix_cache_queries_total", "counter", "Prompt tokens looked up in the prefix cache.", prefix_queries_);
@@ -124,26 +138,31 @@ void Metrics::render_model_server_protocol(std::string& out) const {
   out += fmt::format(
       "# HELP vllm:cache_config_info KV-cache configuration.\n# TYPE vllm:cache_config_info gauge\n"
       "vllm:cache_config_info{{block_size=\"{}\",enable_prefix_caching=\"True\",num_gpu_blocks=\"{}\"}} 1\n",
-      g_.block_size, g_.num_blocks);
+      g.block_size, g.num_blocks);
 }
 
 std::string Metrics::render() const {
   std::lock_guard<std::mutex> l(m_);
+  const EngineGauges g = sum_locked();
   std::string out;
   auto one = [&](const char* name, const char* type, const char* help, auto value) {
     out += fmt::format("# HELP {} {}\n# TYPE {} {}\n{} {}\n", name, help, name, type, name, value);
   };
-  one("ggflow:num_requests_running", "gauge", "Requests in the scheduler's running set.", g_.running);
-  one("ggflow:num_requests_waiting", "gauge", "Requests waiting to run (the queue).", g_.waiting);
+  one("ggflow:num_requests_running", "gauge", "Requests in the scheduler's running set.", g.running);
+  one("ggflow:num_requests_waiting", "gauge", "Requests waiting to run (the queue).", g.waiting);
   one("ggflow:kv_cache_usage_perc", "gauge", "Fraction of KV-cache blocks held by requests (1 = full).",
-      g_.num_blocks > 0 ? double(g_.blocks_used) / g_.num_blocks : 0.0);
+      g.num_blocks > 0 ? double(g.blocks_used) / g.num_blocks : 0.0);
   out += fmt::format(
       "# HELP ggflow:cache_config_info KV-cache configuration.\n# TYPE ggflow:cache_config_info gauge\n"
       "ggflow:cache_config_info{{block_size=\"{}\",num_gpu_blocks=\"{}\"}} 1\n",
-      g_.block_size, g_.num_blocks);
-  one("ggflow:kv_cache_blocks_used", "gauge", "KV-cache blocks held by requests.", g_.blocks_used);
-  if (kv_memory_) {
-    const auto [reserved, resident] = kv_memory_();
+      g.block_size, g.num_blocks);
+  one("ggflow:kv_cache_blocks_used", "gauge", "KV-cache blocks held by requests.", g.blocks_used);
+  if (!kv_memory_.empty()) {
+    int64_t reserved = 0, resident = 0;
+    for (const auto& [e, read] : kv_memory_) {
+      const auto [r, m] = read();
+      reserved += r, resident += m;
+    }
     one("ggflow:kv_cache_reserved_bytes", "gauge", "Address space reserved for the KV pool (not memory until written).", reserved);
     one("ggflow:kv_cache_resident_bytes", "gauge", "Bytes of the KV pool in memory (pages written so far).", resident);
   }
@@ -185,7 +204,7 @@ std::string Metrics::render() const {
   e2e_.render("ggflow:e2e_request_latency_seconds", "End-to-end request latency.", out);
   out += "# HELP ggflow:http_requests_total HTTP responses by status.\n# TYPE ggflow:http_requests_total counter\n";
   for (const auto& [code, n] : responses_) out += fmt::format("ggflow:http_requests_total{{code=\"{}\"}} {}\n", code, n);
-  render_model_server_protocol(out);
+  render_model_server_protocol(g, out);
   return out;
 }
 

@@ -36,11 +36,15 @@ struct EngineGauges {
   int32_t block_size = 0;  // tokens per block
 };
 
+// Several models (server/model_set.h) each run an engine: the gauges and the KV memory are kept
+// per engine (keyed by its loop) and reported summed; the counters and histograms are shared.
 class Metrics {
  public:
   Metrics();
-  void set_gauges(const EngineGauges& g);
-  void add_waiting(int64_t n);  // a request accepted between two set_gauges
+  void set_gauges(const void* engine, const EngineGauges& g);
+  void add_waiting(const void* engine, int64_t n);  // a request accepted between two set_gauges
+  void forget(const void* engine);                  // an engine unloaded: its gauges and KV memory go
+
   void add_preemptions(int64_t n);
   // Speculative decoding in a step: verification chunks, draft tokens verified, accepted.
   void add_speculation(int64_t verified_seqs, int64_t draft_tokens, int64_t accepted_tokens);
@@ -48,29 +52,30 @@ class Metrics {
   void add_generation_tokens(int64_t n);
   void on_finished(text::FinishReason why, const serving::RequestUsage& usage, const serving::RequestTiming& timing);
   void on_response(int status);
-  EngineGauges gauges() const;
-  // The KV pool's memory, read when /metrics is rendered (not per step: counting resident pages
-  // walks the pool's page table): address space reserved and bytes resident.
-  void set_kv_memory(std::function<std::pair<int64_t, int64_t>()> read);
+  EngineGauges gauges() const;  // summed over the engines
+  // An engine's KV pool memory, read when /metrics is rendered (not per step: counting resident
+  // pages walks the pool's page table): address space reserved and bytes resident.
+  void set_kv_memory(const void* engine, std::function<std::pair<int64_t, int64_t>()> read);
   // The served model name: the `model_name` label of the vLLM-named series.
   void set_model_name(std::string name);
   std::string render() const;  // Prometheus text format 0.0.4
 
  private:
   mutable std::mutex m_;
-  EngineGauges g_;
+  std::map<const void*, EngineGauges> engines_;
   int64_t preemptions_ = 0, prompt_tokens_ = 0, generation_tokens_ = 0;
   int64_t spec_verified_ = 0, spec_drafts_ = 0, spec_accepted_ = 0;
   int64_t prefix_queries_ = 0, prefix_hits_ = 0;
   std::map<std::string, int64_t> finished_;   // finished_reason -> count
   std::map<int, int64_t> responses_;          // HTTP status -> count
   Histogram ttft_, tpot_, e2e_;
-  std::function<std::pair<int64_t, int64_t>()> kv_memory_;
+  std::map<const void*, std::function<std::pair<int64_t, int64_t>()>> kv_memory_;
   std::string model_name_;
 
   // The series routers and the Gateway API Inference Extension's endpoint picker scrape, by
   // vLLM's names and types (its model-server protocol): queue, running, KV usage, LoRA, cache.
-  void render_model_server_protocol(std::string& out) const;
+  void render_model_server_protocol(const EngineGauges& g, std::string& out) const;
+  EngineGauges sum_locked() const;
 };
 
 }  // namespace ggflow::server

@@ -90,11 +90,14 @@ int64_t completion_tokens(const std::vector<ChoiceState>& choices) {
 void Server::generate(const std::string& text, httplib::Response& res, bool chat) {
   Json body;
   if (auto e = parse_body(text, body)) return send_error(res, *e);
+  auto model = lease(body, res);
+  if (!model) return;
   auto r = std::make_shared<GenerationRequest>();
-  if (auto e = chat ? parse_chat_request(body, model_, *r) : parse_completion_request(body, model_, *r)) return send_error(res, *e);
+  if (auto e = chat ? parse_chat_request(body, model->info(), *r) : parse_completion_request(body, model->info(), *r))
+    return send_error(res, *e);
 
   auto handle = std::make_shared<RequestHandle>();
-  switch (loop_->submit(submissions(*r, handle))) {
+  switch (model->loop().submit(submissions(*r, handle))) {
     case EngineLoop::Admission::Accepted: break;
     case EngineLoop::Admission::QueueFull:
       res.set_header("Retry-After", "1");
@@ -103,8 +106,8 @@ void Server::generate(const std::string& text, httplib::Response& res, bool chat
     case EngineLoop::Admission::Draining:
       return send_error(res, {503, "server_error", "shutting_down", "", "the server is shutting down; retry on another replica"});
   }
-  if (r->stream) return generate_stream(r, handle, res);
-  generate_blocking(*r, handle, res);
+  if (r->stream) return generate_stream(r, std::move(model), handle, res);
+  generate_blocking(*r, *model, handle, res);
 }
 
 // vLLM's /v1/chat/completions/render and /v1/completions/render: the request parsed and checked
@@ -113,8 +116,11 @@ void Server::generate(const std::string& text, httplib::Response& res, bool chat
 void Server::render(const std::string& text, httplib::Response& res, bool chat) {
   Json body;
   if (auto e = parse_body(text, body)) return send_error(res, *e);
+  auto model = lease(body, res);
+  if (!model) return;
   GenerationRequest r;
-  if (auto e = chat ? parse_chat_request(body, model_, r) : parse_completion_request(body, model_, r)) return send_error(res, *e);
+  if (auto e = chat ? parse_chat_request(body, model->info(), r) : parse_completion_request(body, model->info(), r))
+    return send_error(res, *e);
   auto rendered = [](const PromptInput& p) { return Json{{"token_ids", p.ids}, {"prompt", p.text}}; };
   if (chat) return send_json(res, rendered(r.prompts[0]));
   Json out = Json::array();
@@ -122,7 +128,8 @@ void Server::render(const std::string& text, httplib::Response& res, bool chat) 
   send_json(res, out);
 }
 
-void Server::generate_blocking(const GenerationRequest& r, std::shared_ptr<RequestHandle> handle, httplib::Response& res) {
+void Server::generate_blocking(const GenerationRequest& r, const ModelLease& model, std::shared_ptr<RequestHandle> handle,
+                               httplib::Response& res) {
   std::vector<ChoiceState> choices = initial_choices(r);
   size_t done = 0;
   while (done < choices.size())
@@ -139,18 +146,20 @@ void Server::generate_blocking(const GenerationRequest& r, std::shared_ptr<Reque
   for (const auto& c : choices)
     if (c.finish == text::FinishReason::Error)
       return send_error(res, {500, "server_error", "generation_failed", "", "the generation failed: " + c.error});
-  if (r.best_of <= r.n) return send_json(res, response_json(new_head(r, model_.name), r, choices, model_.format->tokenizer()));
+  const ModelInfo& info = model.info();
+  if (r.best_of <= r.n) return send_json(res, response_json(new_head(r, info.name), r, choices, info.format->tokenizer()));
   // best_of: usage counts every candidate's tokens (as OpenAI bills them), the answer the best n
   GenerationRequest all = r;
   all.n = r.candidates();
   const Json usage = usage_json(all, choices);
-  Json out = response_json(new_head(r, model_.name), r, best_choices(r, choices), model_.format->tokenizer());
+  Json out = response_json(new_head(r, info.name), r, best_choices(r, choices), info.format->tokenizer());
   out["usage"] = usage;
   send_json(res, out);
 }
 
-void Server::generate_stream(std::shared_ptr<const GenerationRequest> r, std::shared_ptr<RequestHandle> handle,
-                             httplib::Response& res) {
+// The stream holds the model's lease until it ends (its release callback).
+void Server::generate_stream(std::shared_ptr<const GenerationRequest> r, std::shared_ptr<ModelLease> model,
+                             std::shared_ptr<RequestHandle> handle, httplib::Response& res) {
   struct Stream {
     ResponseHead head;
     std::vector<ChoiceState> choices;
@@ -158,13 +167,13 @@ void Server::generate_stream(std::shared_ptr<const GenerationRequest> r, std::sh
     bool opened = false;
   };
   auto st = std::make_shared<Stream>();
-  st->head = new_head(*r, model_.name);
+  st->head = new_head(*r, model->info().name);
   st->choices = initial_choices(*r);
   res.set_header("Cache-Control", "no-cache");
   res.set_header("X-Accel-Buffering", "no");
   httplib::Response* resp = &res;  // outlives the provider: the access log reads the token count
-  EngineLoop* loop = loop_.get();
-  const text::Tokenizer* tok = &model_.format->tokenizer();
+  EngineLoop* loop = &model->loop();
+  const text::Tokenizer* tok = &model->info().format->tokenizer();
 
   auto provider = [r, handle, st, loop, tok, resp](size_t, httplib::DataSink& sink) -> bool {
     auto send = [&](const Json& chunk) {
@@ -218,8 +227,9 @@ void Server::generate_stream(std::shared_ptr<const GenerationRequest> r, std::sh
   };
   // Called when the response ends; not `success` means the client went away (or a write
   // failed): the request is cancelled, its blocks freed within one engine step.
-  auto release = [handle, st, loop](bool success) {
+  auto release = [handle, st, loop, model](bool success) mutable {
     if (!success || st->done < st->choices.size()) loop->cancel(handle);
+    model.reset();
   };
   res.set_chunked_content_provider("text/event-stream", provider, release);
 }

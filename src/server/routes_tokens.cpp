@@ -76,7 +76,9 @@ void vllm_tokenize(const Json& body, const ModelInfo& model, httplib::Response& 
 void Server::tokenize(const std::string& raw, httplib::Response& res) {
   Json body;
   if (auto e = parse_body(raw, body)) return send_error(res, *e);
-  if (body.contains("prompt") || body.contains("messages")) return vllm_tokenize(body, model_, res);
+  auto model = lease(body, res);
+  if (!model) return;
+  if (body.contains("prompt") || body.contains("messages")) return vllm_tokenize(body, model->info(), res);
   if (auto e = only_fields(body, {"content", "add_special", "with_pieces", "parse_special"})) return send_error(res, *e);
   auto content = body.find("content");
   if (content == body.end()) return send_error(res, invalid("missing_field", "content", "'content' is required: the text to tokenize"));
@@ -88,7 +90,7 @@ void Server::tokenize(const std::string& raw, httplib::Response& res) {
   for (auto [key, out] : {std::pair<const char*, bool*>{"add_special", &opt.add_special}, {"parse_special", &opt.parse_special},
                           {"with_pieces", &with_pieces}})
     if (auto e = optional_bool(body, key, *out)) return send_error(res, *e);
-  const auto& tok = model_.format->tokenizer();
+  const auto& tok = model->info().format->tokenizer();
   const std::string text = content->get<std::string>();
   if (text.empty()) return send_json(res, {{"tokens", Json::array()}});
   auto ids = tok.encode(text, opt);
@@ -110,11 +112,13 @@ void Server::detokenize(const std::string& raw, httplib::Response& res) {
   if (auto e = parse_body(raw, body)) return send_error(res, *e);
   // llama-server's shape; vLLM's adds "model" and reads the text as "prompt": both are answered.
   if (auto e = only_fields(body, {"tokens", "model"})) return send_error(res, *e);
-  if (auto e = check_model(body, model_)) return send_error(res, *e);
+  auto model = lease(body, res);
+  if (!model) return;
+  if (auto e = check_model(body, model->info())) return send_error(res, *e);
   auto tokens = body.find("tokens");
   if (tokens == body.end()) return send_error(res, invalid("missing_field", "tokens", "'tokens' is required: an array of token ids"));
   if (!tokens->is_array()) return send_error(res, invalid("invalid_type", "tokens", "'tokens' must be an array of token ids"));
-  const auto& tok = model_.format->tokenizer();
+  const auto& tok = model->info().format->tokenizer();
   std::vector<int32_t> ids;
   for (const auto& t : *tokens) {
     if (!t.is_number_integer()) return send_error(res, invalid("invalid_type", "tokens", "'tokens' must hold integers, got " + dump(t)));
@@ -132,11 +136,13 @@ void Server::apply_template(const std::string& raw, httplib::Response& res) {
   Json body;
   if (auto e = parse_body(raw, body)) return send_error(res, *e);
   if (auto e = only_fields(body, {"messages", "model"})) return send_error(res, *e);
-  if (auto e = check_model(body, model_)) return send_error(res, *e);
+  auto model = lease(body, res);
+  if (!model) return;
+  if (auto e = check_model(body, model->info())) return send_error(res, *e);
   Json messages;
   auto it = body.find("messages");
   if (auto e = parse_messages(it == body.end() || it->is_null() ? nullptr : &*it, messages)) return send_error(res, *e);
-  auto prompt = model_.format->apply_chat_template(messages, true);
+  auto prompt = model->info().format->apply_chat_template(messages, true);
   if (!prompt) return send_error(res, invalid("invalid_value", "messages", "the chat template failed: " + prompt.error().str()));
   send_json(res, {{"prompt", *prompt}});
 }

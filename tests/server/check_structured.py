@@ -194,7 +194,9 @@ def check_json_object(client, name):
         if not isinstance(doc, dict):
             raise ValueError("not an object")
     problems, stopped = stopped_valid(answers, is_object)
-    c.check(not problems and stopped >= 4, f"json_object (4 plain, 4 streamed, temperature 1): {stopped} of 8 ended by "
+    # The count only keeps the check from passing on nothing: how many of these seeds' samples
+    # stop within 512 tokens is the model's (3 to 5 of 8 over the kernels' summation orders).
+    c.check(not problems and stopped >= 3, f"json_object (4 plain, 4 streamed, temperature 1): {stopped} of 8 ended by "
                                            "themselves, each a JSON object", "; ".join(problems[:3]))
 
 

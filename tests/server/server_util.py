@@ -187,7 +187,7 @@ class Server:
         --ssl-cert/--ssl-key among `flags`): requests and `url` then use HTTPS."""
         self.tls = tls
         self.ggflow = str(ggflow)
-        self.model = str(model)
+        self.model = str(model) if model else None  # None: the flags name the models (--models-dir)
         self.flags = [str(f) for f in flags]
         self.env = env
         self.ready_timeout = ready_timeout
@@ -211,7 +211,7 @@ class Server:
                 self.log = open(LOG_DIR / f"serve-{len(Server.instances):02d}-{slug}.log", "wb")
             else:
                 self.log = tempfile.NamedTemporaryFile(prefix="ggflow-serve-", suffix=".log", delete=False)
-            cmd = [self.ggflow, "serve", "-m", self.model, "--host", self.host, "--port", str(self.port), *self.flags]
+            cmd = [self.ggflow, "serve", *(["-m", self.model] if self.model else []), "--host", self.host, "--port", str(self.port), *self.flags]
             self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT,
                                          env=env)
             Server.instances.append(self)
