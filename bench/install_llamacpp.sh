@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds llama.cpp's own benchmark tools (llama-bench, llama-batched-bench, llama-speculative), its quantizer
-# (llama-quantize, for bench/requantize.sh) and its OpenAI-compatible server (llama-server) from the source that the llama-cpp-python package on PyPI vendors, outside
+# (llama-quantize, for bench/requantize.sh), its OpenAI-compatible server (llama-server) and its embedding
+# tool (llama-embedding, the oracle of python/make_embedding_goldens.py) from the source that the llama-cpp-python package on PyPI vendors, outside
 # the repository, for the side-by-side comparisons in bench/ (never part of the build or the tests).
 # Nothing is downloaded besides that sdist: no libcurl, and the server is built without its web UI
 # (LLAMA_USE_PREBUILT_UI=OFF: otherwise its build fetches the UI from a Hugging Face bucket).
@@ -10,7 +11,8 @@ set -euo pipefail
 VERSION=${LLAMA_CPP_PYTHON_VERSION:-0.3.36}
 DIR=${1:-$HOME/.cache/ggflow/llama.cpp-$VERSION}
 if grep -q -- "-mno-amx-int8" "$DIR/build/CMakeCache.txt" 2>/dev/null && [ -x "$DIR/build/bin/llama-bench" ] && [ -x "$DIR/build/bin/llama-batched-bench" ] \
-   && [ -x "$DIR/build/bin/llama-server" ] && [ -x "$DIR/build/bin/llama-quantize" ] && [ -x "$DIR/build/bin/llama-speculative" ]; then
+   && [ -x "$DIR/build/bin/llama-server" ] && [ -x "$DIR/build/bin/llama-quantize" ] && [ -x "$DIR/build/bin/llama-speculative" ] \
+   && [ -x "$DIR/build/bin/llama-embedding" ]; then
   echo "$DIR/build/bin"; exit 0
 fi
 mkdir -p "$DIR"
@@ -26,5 +28,6 @@ cmake -S src/vendor/llama.cpp -B build -DCMAKE_BUILD_TYPE=Release -DGGML_NATIVE=
   -DCMAKE_C_FLAGS="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16" -DCMAKE_CXX_FLAGS="-mno-amx-tile -mno-amx-int8 -mno-amx-bf16" \
   -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=ON -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_SERVER=ON \
   -DLLAMA_BUILD_UI=OFF -DLLAMA_USE_PREBUILT_UI=OFF >&2
-cmake --build build -j"${JOBS:-2}" --target llama-bench llama-batched-bench llama-server llama-quantize llama-speculative >&2
+cmake --build build -j"${JOBS:-2}" --target llama-bench llama-batched-bench llama-server llama-quantize llama-speculative \
+  llama-embedding >&2
 echo "$DIR/build/bin"

