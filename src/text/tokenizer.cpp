@@ -152,8 +152,10 @@ Result<Tokenizer> Tokenizer::create(VocabData vocab) {
     if (!b) return b.error();
     m.bpe.emplace(std::move(*b));
   }
-  if (m.v.add_bos) m.add_bos = *m.v.add_bos;
-  if (m.v.add_eos) m.add_eos = *m.v.add_eos;
+  // WordPiece always frames with [CLS] ... [SEP] (llama.cpp's rule): the file's add_bos/add_eos
+  // (true in converted BERT files, where bos = CLS and eos = SEP) would add a second [SEP].
+  if (m.v.add_bos && m.kind != VocabKind::Wpm) m.add_bos = *m.v.add_bos;
+  if (m.v.add_eos && m.kind != VocabKind::Wpm) m.add_eos = *m.v.add_eos;
   if (m.v.add_space_prefix && m.kind == VocabKind::Spm) m.add_space_prefix = *m.v.add_space_prefix;
 
   // End-of-generation set: the file's ids, plus control tokens with the usual end-of-turn texts.

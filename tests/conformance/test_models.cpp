@@ -51,6 +51,8 @@
 #include <nlohmann/json.hpp>
 
 #include "conformance/golden_check.h"
+#include "gguf/file.h"
+#include "text/tokenizer.h"
 #include "transforms/layout_checks.h"
 
 namespace ggflow {
@@ -92,6 +94,24 @@ TEST(ModelConformance, CpuStories260K) { check_model("stories260K", kCpuF32, run
 TEST(ModelConformance, CpuSmolLM2) { check_model("smollm2", kCpuQuant, runtime::Executor::cpu); }
 TEST(ModelConformance, CpuGemma3) { check_model("gemma3", kCpuQuant, runtime::Executor::cpu); }
 TEST(ModelConformance, CpuQwen2Synthetic) { check_model("qwen2-synthetic", kCpuF16, runtime::Executor::cpu); }
+
+// An embedding model's tokenizer (WordPiece, all-MiniLM-L6-v2): the ids llama.cpp's
+// llama-embedding ran for each text of the embedding goldens (python/make_embedding_goldens.py),
+// [CLS] and [SEP] included.
+TEST(ModelConformance, MiniLMTokenizer) {
+  json g = load_golden("embedding-all-minilm-l6-v2");
+  const std::string path = std::string(GGFLOW_ROOT) + "/" + g["model"].get<std::string>();
+  GGFLOW_REQUIRE_FILE(path, missing_reason(path));
+  auto file = gguf::File::open(path);
+  ASSERT_TRUE(file) << file.error().str();
+  auto tok = text::Tokenizer::from_file(*file);
+  ASSERT_TRUE(tok) << tok.error().str();
+  for (const auto& c : g["cases"]) {
+    auto ids = tok->encode(c["text"].get<std::string>(), text::EncodeOptions{.add_special = true, .parse_special = true});
+    ASSERT_TRUE(ids) << ids.error().str();
+    EXPECT_EQ(*ids, c["tokens"].get<std::vector<int32_t>>()) << c["name"].get<std::string>();
+  }
+}
 
 // f32 weights: llama.cpp's greedy continuation is reproduced token for token.
 TEST(ModelConformance, Stories260KGreedy32) {
