@@ -49,6 +49,22 @@ struct BuiltModel {
 // whose shape does not fit the hyper-parameters, a tensor the architecture does not use.
 Result<BuiltModel> build(const gguf::File& file, const BuildOptions& opt = {});
 
+// An encoder (architecture "bert"; encoder.cpp): its hyper-parameters and its graph, whose
+// output "embd" is the last layer's hidden states f32 [E, T] for inputs inp_tokens, inp_pos.
+enum class Pooling : int { none = 0, mean = 1, cls = 2, last = 3 };  // llama.cpp's pooling_type values
+struct EncoderParams {
+  int64_t n_embd = 0, n_layer = 0, n_head = 0, n_ff = 0, n_ctx_train = 0, n_vocab = 0, n_token_types = 0;
+  float norm_eps = 1e-12f;
+  Pooling pooling = Pooling::mean;
+};
+struct BuiltEncoder {
+  EncoderParams params;
+  frontend::GgmlGraph graph;
+};
+bool is_encoder(const gguf::File& file);
+// Errors: not an encoder, missing or damaged metadata or tensors (named), an unsupported pooling.
+Result<BuiltEncoder> build_encoder(const gguf::File& file);
+
 // "f32" or "f16" (any case) as a KV cache type (BuildOptions::kv_type); else an error naming them.
 Result<gguf::GgmlType> kv_type_from_name(std::string_view name);
 

@@ -52,6 +52,7 @@
 
 #include "conformance/golden_check.h"
 #include "gguf/file.h"
+#include "runtime/embedding_runner.h"
 #include "text/tokenizer.h"
 #include "transforms/layout_checks.h"
 
@@ -112,6 +113,36 @@ TEST(ModelConformance, MiniLMTokenizer) {
     EXPECT_EQ(*ids, c["tokens"].get<std::vector<int32_t>>()) << c["name"].get<std::string>();
   }
 }
+
+// The embedding model's vectors (mean-pooled, L2-normalized) from llama.cpp's token ids, on both
+// executors: NMSE against llama-embedding's (the bound: 1e-5; llama.cpp rounds the
+// activations of its F16 matrix products to f16, ggflow keeps them f32).
+void check_minilm(runtime::Executor executor) {
+  json g = load_golden("embedding-all-minilm-l6-v2");
+  const std::string path = std::string(GGFLOW_ROOT) + "/" + g["model"].get<std::string>();
+  GGFLOW_REQUIRE_FILE(path, missing_reason(path));
+  runtime::CompileOptions co;
+  co.executor = executor;
+  auto r = runtime::EmbeddingRunner::open(path, co);
+  ASSERT_TRUE(r) << r.error().str();
+  double worst = 0;
+  for (const auto& c : g["cases"]) {
+    auto v = (*r)->embed(c["tokens"].get<std::vector<int32_t>>());
+    ASSERT_TRUE(v) << v.error().str();
+    const auto gold = c["embedding"].get<std::vector<double>>();
+    ASSERT_EQ(v->size(), gold.size());
+    double err = 0, ref = 0, mean = 0;
+    for (double x : gold) mean += x / double(gold.size());
+    for (size_t i = 0; i < gold.size(); ++i) err += ((*v)[i] - gold[i]) * ((*v)[i] - gold[i]), ref += (gold[i] - mean) * (gold[i] - mean);
+    const double nmse = err / ref;
+    worst = std::max(worst, nmse);
+    std::printf("minilm %-12s %3zu tokens: NMSE %.2e\n", c["name"].get<std::string>().c_str(), c["tokens"].size(), nmse);
+    EXPECT_LT(nmse, 1e-5) << c["name"].get<std::string>();
+  }
+  std::printf("minilm: worst NMSE %.2e\n", worst);
+}
+TEST(ModelConformance, MiniLMEmbeddings) { check_minilm(runtime::Executor::ref); }
+TEST(ModelConformance, CpuMiniLMEmbeddings) { check_minilm(runtime::Executor::cpu); }
 
 // f32 weights: llama.cpp's greedy continuation is reproduced token for token.
 TEST(ModelConformance, Stories260KGreedy32) {
