@@ -22,7 +22,7 @@ say() { echo "setup: $*" >&2; }
 # ---- Debian packages -------------------------------------------------------------------------
 apt_pkgs=(g++ cmake ninja-build make pkg-config git python3 python3-venv
   libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev libfmt-dev
-  libpcre2-dev libxxhash-dev libcpp-httplib-dev clang libclang-rt-14-dev
+  libpcre2-dev libxxhash-dev libcpp-httplib-dev libssl-dev clang libclang-rt-14-dev
   chromium chromium-driver  # the server's chat-page test (headless, via selenium)
   openssl)  # the TLS test's self-signed certificate
 missing=()

@@ -23,6 +23,7 @@
 #include "cli/commands.h"
 #include "pipeline/continuous_batching.h"
 #include "serving/block_manager.h"
+#include "runtime/embedding_runner.h"
 #include "runtime/memory_budget.h"
 #include "server/http_server.h"
 
@@ -106,6 +107,28 @@ Result<std::unique_ptr<pipeline::ContinuousBatchingPipeline>> load(const Opts& o
   return pipeline::ContinuousBatchingPipeline::open(**file, cfg, co, o.spec);
 }
 
+// An embedding model (an encoder: BERT): its runner on the executor of --executor / -t, and its
+// tokenizer through a PromptFormat (no chat template); the budget it takes is its file.
+Result<server::LoadedModel> load_encoder(const Opts& o, const gguf::File& file) {
+  if (auto s = runtime::check_memory_budget(o.model, 0, o.max_memory); !s) return s.error();
+  runtime::CompileOptions co;
+  co.executor = *runtime::executor_from_name(o.executor);
+  co.threads = o.threads;
+  server::LoadedModel m;
+  auto runner = runtime::EmbeddingRunner::open(o.model, co);
+  if (!runner) return runner.error();
+  auto format = pipeline::PromptFormat::from_file(file);
+  if (!format) return format.error();
+  m.context = (*runner)->params().n_ctx_train;
+  m.embedder = std::move(*runner);
+  m.format = std::move(*format);
+  std::error_code ec;
+  m.bytes = int64_t(std::filesystem::file_size(o.model, ec));
+  std::fprintf(stderr, "ggflow serve: %s: an embedding model (%lld dimensions, up to %lld tokens per input)\n", o.model.c_str(),
+               static_cast<long long>(m.embedder->params().n_embd), static_cast<long long>(m.context));
+  return m;
+}
+
 // The served models: each -m (named by --served-model-name when it is the only one, else by its
 // file name), then each .gguf file of --models-dir in name order.
 Result<std::vector<server::ModelSpec>> model_specs(const Opts& o) {
@@ -187,6 +210,9 @@ int serve(const Opts& o) {
   auto loader = [o](const server::ModelSpec& spec) -> Result<server::LoadedModel> {
     Opts one = o;
     one.model = spec.path;
+    auto file = gguf::File::open(spec.path);
+    if (!file) return file.error();
+    if (builder::is_encoder(*file)) return load_encoder(one, *file);
     server::LoadedModel m;
     auto pipe = load(one, m.context, m.chat_template, m.bytes);
     if (!pipe) return pipe.error();

@@ -152,6 +152,16 @@ std::shared_ptr<ModelLease> Server::lease(const Json& body, httplib::Response& r
   return lease(it != body.end() && it->is_string() ? it->get<std::string>() : std::string(), res);
 }
 
+std::shared_ptr<ModelLease> Server::generative(const Json& body, httplib::Response& res) {
+  auto l = lease(body, res);
+  if (l && !l->engine()) {
+    send_error(res, invalid("model_not_generative", "model", "the model '" + l->info().name +
+                                                                 "' is an embedding model: it answers POST /v1/embeddings, not text generation"));
+    return nullptr;
+  }
+  return l;
+}
+
 void Server::shutdown() {
   stopping_ = true;
   if (models_) {
@@ -256,7 +266,7 @@ void Server::props(const httplib::Request& req, httplib::Response& res) {
 void Server::slots(const httplib::Request& req, httplib::Response& res) {
   auto model = lease(req.get_param_value("model"), res);
   if (!model) return;
-  const std::vector<SlotInfo> live = model->loop().slots();
+  const std::vector<SlotInfo> live = model->engine() ? model->engine()->slots() : std::vector<SlotInfo>{};
   Json out = Json::array();
   for (int32_t i = 0; i < cfg_.loop.max_num_seqs; ++i) {
     const SlotInfo* s = size_t(i) < live.size() ? &live[size_t(i)] : nullptr;
@@ -330,6 +340,7 @@ void Server::add_routes() {
   http_->Get(R"(/v1/models/(.+))", [this](Req req, Res res) { models(req, res); });
   post("/v1/chat/completions", &Server::chat);
   post("/v1/completions", &Server::completion);
+  post("/v1/embeddings", &Server::embeddings);
   post("/v1/chat/completions/render", &Server::chat_render);
   post("/v1/completions/render", &Server::completion_render);
   post("/tokenize", &Server::tokenize);
@@ -343,7 +354,7 @@ void Server::add_routes() {
       send_error(res, {405, "invalid_request_error", "method_not_allowed", "", req.method + " is not allowed on " + req.path + "; use " + allow});
     };
   };
-  for (const char* path : {"/v1/chat/completions", "/v1/completions", "/v1/chat/completions/render",
+  for (const char* path : {"/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/chat/completions/render",
                            "/v1/completions/render", "/tokenize", "/detokenize", "/apply-template"}) {
     http_->Get(path, not_allowed("POST"));
     http_->Put(path, not_allowed("POST"));

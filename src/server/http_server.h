@@ -66,6 +66,8 @@ class Server {
   // default one); null after answering the error.
   std::shared_ptr<ModelLease> lease(const std::string& name, httplib::Response& res);
   std::shared_ptr<ModelLease> lease(const Json& body, httplib::Response& res);
+  // A lease on a generative model (an embedding model is refused with 400); null after answering.
+  std::shared_ptr<ModelLease> generative(const Json& body, httplib::Response& res);
   // POST routes get the body read by read_body() (bounded by max_body, chunked or not).
   using BodyHandler = void (Server::*)(const std::string& body, httplib::Response& res);
   void post(const char* path, BodyHandler handler);
@@ -79,6 +81,7 @@ class Server {
                          httplib::Response& res);
   void generate_stream(std::shared_ptr<const GenerationRequest> r, std::shared_ptr<ModelLease> model,
                        std::shared_ptr<RequestHandle> handle, httplib::Response& res);
+  void embeddings(const std::string& body, httplib::Response& res);
   void tokenize(const std::string& body, httplib::Response& res);
   void detokenize(const std::string& body, httplib::Response& res);
   void apply_template(const std::string& body, httplib::Response& res);

@@ -52,12 +52,14 @@ bool ModelSet::make_room(std::unique_lock<std::mutex>& l, size_t keep, int64_t n
                  format_bytes(victim->bytes).c_str());
     auto loop = std::move(victim->loop);
     auto pipe = std::move(victim->pipe);
+    auto embedder = std::move(victim->embedder);
     victim->state = ModelStatus::State::Unloaded;
     victim->leaving = false;
     victim->info.format.reset();
     l.unlock();  // the engine's thread joins and its memory goes without holding up the others
     loop.reset();
     pipe.reset();
+    embedder.reset();
     l.lock();
     cv_.notify_all();
   }
@@ -89,6 +91,8 @@ std::shared_ptr<ModelLease> ModelSet::acquire(const std::string& name, std::opti
       auto lease = std::shared_ptr<ModelLease>(new ModelLease(*this, i));
       lease->info_ = &e.info;
       lease->loop_ = e.loop.get();
+      lease->embedder_ = e.embedder.get();
+      lease->embed_mutex_ = e.embed_mutex.get();
       lease->chat_template_ = &e.chat_template;
       lease->path_ = &e.spec.path;
       return lease;
@@ -129,7 +133,7 @@ std::shared_ptr<ModelLease> ModelSet::acquire(const std::string& name, std::opti
     l.unlock();
     Result<LoadedModel> loaded = loader_(e.spec);
     std::unique_ptr<EngineLoop> loop;
-    if (loaded) {
+    if (loaded && loaded->pipe) {
       loop = std::make_unique<EngineLoop>(*loaded->pipe, loop_cfg_, metrics_);
       if (const runtime::CompiledModel* cm = loaded->pipe->compiled_model())
         metrics_.set_kv_memory(loop.get(), [cm] {
@@ -148,7 +152,8 @@ std::shared_ptr<ModelLease> ModelSet::acquire(const std::string& name, std::opti
     }
     e.pipe = std::move(loaded->pipe);
     e.loop = std::move(loop);
-    e.info = ModelInfo{e.spec.name, loaded->context, e.pipe->format()};
+    e.embedder = std::move(loaded->embedder);
+    e.info = ModelInfo{e.spec.name, loaded->context, e.pipe ? e.pipe->format() : loaded->format};
     e.chat_template = std::move(loaded->chat_template);
     e.bytes = loaded->bytes;
     e.state = ModelStatus::State::Loaded;

@@ -25,6 +25,7 @@
 
 #include "base/result.h"
 #include "pipeline/continuous_batching.h"
+#include "runtime/embedding_runner.h"
 #include "server/api_error.h"
 #include "server/engine_loop.h"
 #include "server/metrics.h"
@@ -37,9 +38,12 @@ struct ModelSpec {
   std::string path;  // the .gguf file
 };
 
-// What a loader hands over: the pipeline and what the routes need besides.
+// What a loader hands over: the pipeline of a generative model, or the runner of an embedding
+// model (an encoder) with its tokenizer's format; and what the routes need besides.
 struct LoadedModel {
   std::unique_ptr<pipeline::ContinuousBatchingPipeline> pipe;
+  std::unique_ptr<runtime::EmbeddingRunner> embedder;
+  std::shared_ptr<const pipeline::PromptFormat> format;  // the embedder's (a pipeline has its own)
   int64_t context = 0;         // tokens per request
   std::string chat_template;   // the file's, for /props ("" without one)
   int64_t bytes = 0;           // what it holds of the budget: the file + its KV pool
@@ -57,7 +61,13 @@ class ModelLease {
   ModelLease(const ModelLease&) = delete;
   ModelLease& operator=(const ModelLease&) = delete;
   const ModelInfo& info() const { return *info_; }
+  // A generative model's engine; null for an embedding model.
+  EngineLoop* engine() const { return loop_; }
   EngineLoop& loop() const { return *loop_; }
+  // An embedding model's runner, and the lock its calls take (one sequence at a time); null for
+  // a generative model.
+  runtime::EmbeddingRunner* embedder() const { return embedder_; }
+  std::mutex& embed_mutex() const { return *embed_mutex_; }
   const std::string& chat_template() const { return *chat_template_; }
   const std::string& path() const { return *path_; }
 
@@ -68,6 +78,8 @@ class ModelLease {
   size_t entry_;
   const ModelInfo* info_ = nullptr;
   EngineLoop* loop_ = nullptr;
+  runtime::EmbeddingRunner* embedder_ = nullptr;
+  std::mutex* embed_mutex_ = nullptr;
   const std::string* chat_template_ = nullptr;
   const std::string* path_ = nullptr;
 };
@@ -105,6 +117,8 @@ class ModelSet {
     ModelStatus::State state = ModelStatus::State::Unloaded;
     std::unique_ptr<pipeline::ContinuousBatchingPipeline> pipe;
     std::unique_ptr<EngineLoop> loop;
+    std::unique_ptr<runtime::EmbeddingRunner> embedder;
+    std::unique_ptr<std::mutex> embed_mutex = std::make_unique<std::mutex>();
     ModelInfo info;
     std::string chat_template;
     int64_t bytes = 0;       // loaded: actual; else the sizer's estimate (or the last actual)

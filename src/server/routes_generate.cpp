@@ -90,7 +90,7 @@ int64_t completion_tokens(const std::vector<ChoiceState>& choices) {
 void Server::generate(const std::string& text, httplib::Response& res, bool chat) {
   Json body;
   if (auto e = parse_body(text, body)) return send_error(res, *e);
-  auto model = lease(body, res);
+  auto model = generative(body, res);
   if (!model) return;
   auto r = std::make_shared<GenerationRequest>();
   if (auto e = chat ? parse_chat_request(body, model->info(), *r) : parse_completion_request(body, model->info(), *r))
@@ -116,7 +116,7 @@ void Server::generate(const std::string& text, httplib::Response& res, bool chat
 void Server::render(const std::string& text, httplib::Response& res, bool chat) {
   Json body;
   if (auto e = parse_body(text, body)) return send_error(res, *e);
-  auto model = lease(body, res);
+  auto model = generative(body, res);
   if (!model) return;
   GenerationRequest r;
   if (auto e = chat ? parse_chat_request(body, model->info(), r) : parse_completion_request(body, model->info(), r))
