@@ -6,7 +6,7 @@ PROMPT  ?= What is the capital of France? Answer in one sentence.
 FUZZ_SECONDS ?= 60
 FUZZ_TEST_SECONDS ?= 10
 
-.PHONY: all setup models configure build build-ggflow run serve cluster bench bench-requant bench-structured bench-speculative bench-cluster test test-asan test-tsan fuzz clean
+.PHONY: all setup models configure build build-ggflow run serve cluster bench bench-requant bench-embeddings bench-structured bench-speculative bench-cluster test test-asan test-tsan fuzz clean
 all: build
 
 setup:
@@ -67,6 +67,11 @@ bench-requant: build-ggflow models
 # Decode with a JSON-Schema constraint against free decoding, ggflow serve and llama-server, 1 and
 # 8 streams (bench/structured_decode.py; docs/BENCHMARKS.md). On an idle machine.
 STRUCTURED_MODELS ?= models/smollm2-135m-instruct-q4_1.gguf models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf
+# Embeddings per second against llama-server --embedding on all-MiniLM (bench/embeddings.py).
+bench-embeddings: build-ggflow setup
+	@PATH="$(CURDIR)/.venv/bin:$$PATH" JOBS=$(JOBS) bench/install_llamacpp.sh >/dev/null
+	@.venv/bin/python bench/embeddings.py --rounds 5
+
 bench-structured: build-ggflow models
 	@PATH="$(CURDIR)/.venv/bin:$$PATH" JOBS=$(JOBS) bench/install_llamacpp.sh >/dev/null
 	@.venv/bin/python bench/structured_decode.py --rounds 3 $(STRUCTURED_MODELS)
