@@ -14,6 +14,8 @@
 #include <cmath>
 #include <set>
 
+#include "gguf/dequant.h"
+
 namespace ggflow::builder {
 
 using frontend::Ext;

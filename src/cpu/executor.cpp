@@ -30,7 +30,7 @@ bool is_view_kind(Kind k) {
 bool needs_buffer(Kind k) {
   switch (k) {
     case Kind::shape_of: case Kind::convert:
-    case Kind::reshape: case Kind::matmul: case Kind::rmsnorm: case Kind::binary: case Kind::activation: case Kind::glu:
+    case Kind::reshape: case Kind::matmul: case Kind::rmsnorm: case Kind::layernorm: case Kind::binary: case Kind::activation: case Kind::glu:
     case Kind::rope: case Kind::gather_rows: case Kind::paged_attention: case Kind::sdpa: return true;
     default: return false;
   }
@@ -418,6 +418,7 @@ Status Executor::Impl::exec(Step& s, std::span<const ir::Tensor> params, std::ve
     case Kind::glu: return glu(s);
     case Kind::fused: return {};
     case Kind::rmsnorm: st = rmsnorm(s, &done); break;
+    case Kind::layernorm: st = layernorm(s, &done); break;
     case Kind::binary: st = binary(s, &done); break;
     case Kind::activation: st = activation(s, &done); break;
     case Kind::rope: st = rope(s, &done); break;

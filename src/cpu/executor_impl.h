@@ -38,7 +38,8 @@ enum class Kind {
   param, constant, result, read_value, assign,             // bookkeeping
   reshape, squeeze, unsqueeze, transpose, slice,            // views (reshape copies a strided input)
   shape_of, convert,                                        // small integer work of shape subgraphs
-  matmul, rmsnorm, binary, activation, rope, gather_rows,   // native kernels
+  matmul, rmsnorm, layernorm, binary, activation, rope,    // native kernels
+  gather_rows,
   glu, fused,                                               // act(g) * u in one step; a step done by another
   paged_attention, sdpa, scatter,                           // attention and in-place cache writes
   fallback,                                                 // the IR reference kernel
@@ -153,6 +154,7 @@ struct Executor::Impl {
   // The quantized activation rows of x [T, K] for wtype in qbuf (or x itself for f32 types).
   Status quantize_rows(const Step& s, const float* x, int64_t T, const void** X, size_t* xrb);
   Status rmsnorm(Step& s, bool* done);
+  Status layernorm(Step& s, bool* done);
   Status binary(Step& s, bool* done);
   Status activation(Step& s, bool* done);
   Status glu(Step& s);

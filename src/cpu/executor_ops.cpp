@@ -279,6 +279,21 @@ Status Executor::Impl::rmsnorm(Step& s, bool* done) {
                     [&](int64_t b, int64_t e) { cpu::rmsnorm(isa, xp, H, gamma, eps, yp, H, H, b, e); });
 }
 
+Status Executor::Impl::layernorm(Step& s, bool* done) {
+  const Val& x0 = in(s, 0);
+  if (x0.type != ElementType::f32 || x0.rank < 1) return *done = false, Status{};
+  const int64_t H = x0.dim(-1);
+  Val tmp;
+  const Val& x = dense(x0, scratch, tmp);
+  const float eps = s.node->attrs<ir::LayerNormAttrs>().eps;
+  const int64_t rows = H ? x.numel() / H : 0;
+  const float* xp = x.as<const float>();
+  Val& y = alloc_out(s, std::span<const int64_t>(x.shape, static_cast<size_t>(x.rank)));
+  float* yp = y.as<float>();
+  return write_rows(s, rows, cheap_grain(H), H, yp,
+                    [&](int64_t b, int64_t e) { cpu::layernorm(isa, xp, H, eps, yp, H, H, b, e); });
+}
+
 Status Executor::Impl::binary(Step& s, bool* done) {
   if (s.add_by >= 0 && steps[static_cast<size_t>(s.add_by)].added_run == run_count) {  // done in the matmul's epilogue
     Val v = vals[steps[static_cast<size_t>(s.add_by)].out];

@@ -117,6 +117,11 @@ struct RMSNormAttrs {  // over the innermost axis; optional input 1 = gamma
   template <class F> void fields(F&& f) const { f("eps", eps); }
   bool operator==(const RMSNormAttrs&) const = default;
 };
+struct LayerNormAttrs {  // over the innermost axis, no weights: (x - mean) / sqrt(var + eps)
+  float eps = 1e-5f;
+  template <class F> void fields(F&& f) const { f("eps", eps); }
+  bool operator==(const LayerNormAttrs&) const = default;
+};
 struct RopeAttrs {  // inputs: x [..., T, H, S], positions (broadcast to [..., T]), freq_factors?
   RopeMode mode = RopeMode::normal;
   int64_t n_dims = 0;           // rotated dims (<= S, even); 0 = all of S
@@ -144,7 +149,7 @@ struct SdpaAttrs {  // inputs q [..., Hq, Tq, S], k, v [..., Hkv, Tk, S], mask? 
 using AnyAttrs =
     std::variant<NoAttrs, ParameterAttrs, ConstantAttrs, TypeAttrs, VariableAttrs, ReshapeAttrs,
                  AxesAttrs, TransposeAttrs, AxisAttrs, TileAttrs, GatherAttrs, SliceAttrs,
-                 SplitAttrs, ReduceAttrs, GeluAttrs, MatMulAttrs, RMSNormAttrs, RopeAttrs,
+                 SplitAttrs, ReduceAttrs, GeluAttrs, MatMulAttrs, RMSNormAttrs, LayerNormAttrs, RopeAttrs,
                  SdpaAttrs>;
 
 }  // namespace ggflow::ir

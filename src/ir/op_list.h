@@ -53,6 +53,7 @@
   X(ReduceProd, ReduceAttrs, 1, 1)                        \
   X(Softmax, AxisAttrs, 1, 1)                             \
   X(RMSNorm, RMSNormAttrs, 1, 2)                          \
+  X(LayerNorm, LayerNormAttrs, 1, 1)                      \
   /* ops/matmul.cpp, ops/rope.cpp, ops/attention.cpp */    \
   X(MatMul, MatMulAttrs, 2, 2)                            \
   X(RoPE, RopeAttrs, 2, 3)                                \

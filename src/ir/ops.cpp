@@ -101,6 +101,7 @@ NodePtr rms_norm(Value v, std::optional<Value> g, float eps) {
   if (g) in.push_back(*g);
   return mk(OpType::RMSNorm, std::move(in), RMSNormAttrs{eps});
 }
+NodePtr layer_norm(Value v, float eps) { return mk(OpType::LayerNorm, {std::move(v)}, LayerNormAttrs{eps}); }
 NodePtr matmul(Value a, Value b, bool ta, bool tb) { return mk(OpType::MatMul, {std::move(a), std::move(b)}, MatMulAttrs{ta, tb}); }
 NodePtr rope(Value x, Value p, RopeAttrs attrs, std::optional<Value> ff) {
   std::vector<Value> in{std::move(x), std::move(p)};

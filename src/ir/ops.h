@@ -67,6 +67,7 @@ NodePtr reduce_mean(Value v, std::vector<int64_t> axes, bool keep_dims = false);
 NodePtr reduce_prod(Value v, std::vector<int64_t> axes, bool keep_dims = false);
 NodePtr softmax(Value v, int64_t axis);
 NodePtr rms_norm(Value v, std::optional<Value> gamma, float eps);
+NodePtr layer_norm(Value v, float eps);  // (x - mean) / sqrt(var + eps) over the innermost axis
 
 NodePtr matmul(Value a, Value b, bool transpose_a = false, bool transpose_b = false);
 NodePtr rope(Value x, Value positions, RopeAttrs attrs, std::optional<Value> freq_factors = std::nullopt);

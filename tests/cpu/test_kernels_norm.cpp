@@ -1,8 +1,8 @@
-// Kernel sweep, part 2: RMSNorm (cpu/kernels/norm.h) and softmax (softmax.h).
+// Kernel sweep, part 2: RMSNorm and LayerNorm (cpu/kernels/norm.h) and softmax (softmax.h).
 // Every shape (one row, odd sizes, sizes off 8/16, strides, in place) x option x ISA:
 //  - SIMD == scalar twin by memcmp; row-range splits give the same bits;
 //  - the twin against a double-precision reference and against the IR's reference kernels
-//    (RMSNorm; Multiply, Add, Softmax for the masked, scaled softmax), evaluated here, within the
+//    (RMSNorm, LayerNorm; Multiply, Add, Softmax for the masked, scaled softmax), evaluated here, within the
 //    bounds stated below.
 // Prints "N passed, N failed".
 #include <gtest/gtest.h>
@@ -97,6 +97,73 @@ TEST(KernelsNorm, RmsNormSweep) {
     rmsnorm(Isa::scalar, x.data(), 0, g.data(), 1e-6f, want.data(), 0, 77, 0, 1);
     rmsnorm(isa, x.data(), 0, g.data(), 1e-6f, x.data(), 0, 77, 0, 1);
     tally.check(same_bits(x, want), "rmsnorm in place " + isa_name(isa));
+  }
+}
+
+// ---- LayerNorm
+// Bounds, absolute (y is ~N(0, 1) after the norm; the mean's rounding shifts every element alike):
+// |y - y_double| <= 1e-5 + 4 u per element, and 1e-4 + 4 u against the IR, whose sequential f32
+// sums carry ~sqrt(n) ulp of the row's sum; u = 2^-23 |mean| / std is the rounding of x - mean in
+// f32 that no order avoids (large on rows offset far from 0 with a small spread: a row of two
+// values ~3000 apart by ~1). Rows offset by 10 sigma test the centring.
+constexpr double kLayerNormBound = 1e-5, kLayerNormIrBound = 1e-4;
+
+TEST(KernelsNorm, LayerNormSweep) {
+  std::mt19937 rng(3);
+  const int64_t sizes[] = {1, 2, 7, 8, 9, 15, 16, 17, 31, 32, 33, 64, 100, 384, 1000, 1536, 2049};
+  double worst_twin = 0, worst_ir = 0;
+  for (int64_t n : sizes)
+    for (int64_t rows : {1, 3})
+      for (float sigma : {1e-3f, 1.0f, 300.0f})
+        for (float offset : {0.0f, 10.0f}) {
+          const float eps = 1e-12f;
+          const int64_t xs = n + 3, ys = n + 1;
+          std::vector<float> x = normal_floats(rows * xs, rng, sigma);
+          for (float& v : x) v += offset * sigma;
+          std::vector<float> twin(rows * ys, 0.0f);
+          layernorm(Isa::scalar, x.data(), xs, eps, twin.data(), ys, n, 0, rows);
+          const std::string tag = "layernorm n=" + std::to_string(n) + " rows=" + std::to_string(rows) +
+                                  " sigma=" + std::to_string(sigma) + " offset=" + std::to_string(offset);
+          std::vector<float> packed(rows * n);
+          for (int64_t r = 0; r < rows; ++r) std::copy(x.begin() + r * xs, x.begin() + r * xs + n, packed.begin() + r * n);
+          std::vector<float> ir = ir_eval(ir::ops::layer_norm(param({rows, n}), eps), {tensor({rows, n}, packed)});
+          if (ir.size() != static_cast<size_t>(rows * n)) ir.assign(rows * n, 0.0f);
+          double e_twin = 0, e_ir = 0;  // errors beyond the conditioning term 4 u, in units of the bounds
+          for (int64_t r = 0; r < rows; ++r) {
+            const float* px = x.data() + r * xs;
+            double sum = 0, sq = 0;
+            for (int64_t i = 0; i < n; ++i) sum += px[i];
+            const double mean = sum / n;
+            for (int64_t i = 0; i < n; ++i) sq += (px[i] - mean) * (px[i] - mean);
+            const double inv = 1.0 / std::sqrt(sq / n + eps);
+            const double u = std::ldexp(1.0, -23) * std::fabs(mean) * inv;
+            for (int64_t i = 0; i < n; ++i) {
+              const double ref = (px[i] - mean) * inv;
+              e_twin = std::max(e_twin, std::fabs(twin[r * ys + i] - ref) / (kLayerNormBound + 4 * u));
+              e_ir = std::max(e_ir, std::fabs(twin[r * ys + i] - static_cast<double>(ir[r * n + i])) / (kLayerNormIrBound + 4 * u));
+            }
+          }
+          // one element: x - mean is 0 (or a rounding residue), so only the bits are compared
+          if (n > 1) {
+            worst_twin = std::max(worst_twin, e_twin), worst_ir = std::max(worst_ir, e_ir);
+            tally.check(e_twin <= 1.0, tag + ": twin vs double, in bound units " + std::to_string(e_twin));
+            tally.check(e_ir <= 1.0, tag + ": twin vs IR, in bound units " + std::to_string(e_ir));
+          }
+          for (Isa isa : supported_isas()) {
+            std::vector<float> y(rows * ys, 0.0f), split(rows * ys, 0.0f);
+            layernorm(isa, x.data(), xs, eps, y.data(), ys, n, 0, rows);
+            tally.check(same_bits(y, twin), tag + " " + isa_name(isa) + " != twin");
+            for (int64_t r = 0; r < rows; ++r) layernorm(isa, x.data(), xs, eps, split.data(), ys, n, r, r + 1);
+            tally.check(same_bits(split, twin), tag + " " + isa_name(isa) + " row split differs");
+          }
+        }
+  std::printf("  layernorm: worst error / bound, twin vs double %.3g (1e-5 + 4u), twin vs IR LayerNorm %.3g (1e-4 + 4u)\n",
+              worst_twin, worst_ir);
+  for (Isa isa : supported_isas()) {  // in place
+    std::vector<float> x = normal_floats(77, rng, 2.0f), want(77);
+    layernorm(Isa::scalar, x.data(), 0, 1e-5f, want.data(), 0, 77, 0, 1);
+    layernorm(isa, x.data(), 0, 1e-5f, x.data(), 0, 77, 0, 1);
+    tally.check(same_bits(x, want), "layernorm in place " + isa_name(isa));
   }
 }
 

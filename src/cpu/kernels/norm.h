@@ -23,7 +23,19 @@ namespace ggflow::cpu {
 void rmsnorm(Isa isa, const float* x, int64_t xs, const float* gamma, float eps, float* y, int64_t ys, int64_t n,
              int64_t r0, int64_t r1);
 
+// LayerNorm over rows, the IR's LayerNorm (ir/ops/reduce.cpp; GGML's NORM, no weights):
+//   acc[i % 16] += x[i] for i = 0..n-1 in order (16 partial sums from +0)
+//   mean  = math::tree16(acc) / float(n)
+//   sq[i % 16] = fma(d_i, d_i, sq[i % 16]) with d_i = x[i] - mean   (16 partial sums from +0)
+//   inv   = 1 / sqrt(math::tree16(sq) / float(n) + eps)   (each operation rounded)
+//   y[i]  = (x[i] - mean) * inv
+// AVX2 and AVX-512 give the same bits (tested by memcmp in test_kernels_norm, with the bounds
+// against a double reference and the IR's sequential sums).
+void layernorm(Isa isa, const float* x, int64_t xs, float eps, float* y, int64_t ys, int64_t n, int64_t r0, int64_t r1);
+
 namespace detail {
+void layernorm_avx2(const float* x, int64_t xs, float eps, float* y, int64_t ys, int64_t n, int64_t r0, int64_t r1);
+void layernorm_avx512(const float* x, int64_t xs, float eps, float* y, int64_t ys, int64_t n, int64_t r0, int64_t r1);
 void rmsnorm_avx2(const float* x, int64_t xs, const float* gamma, float eps, float* y, int64_t ys, int64_t n,
                   int64_t r0, int64_t r1);
 void rmsnorm_avx512(const float* x, int64_t xs, const float* gamma, float eps, float* y, int64_t ys, int64_t n,

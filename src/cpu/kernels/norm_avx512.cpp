@@ -32,4 +32,30 @@ void rmsnorm_avx512(const float* x, int64_t xs, const float* gamma, float eps, f
   }
 }
 
+void layernorm_avx512(const float* x, int64_t xs, float eps, float* y, int64_t ys, int64_t n, int64_t r0, int64_t r1) {
+  for (int64_t r = r0; r < r1; ++r) {
+    const float* px = x + r * xs;
+    float* py = y + r * ys;
+    __m512 acc = _mm512_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) acc = _mm512_add_ps(acc, _mm512_loadu_ps(px + i));
+    const __mmask16 tail = i < n ? m512::tail_mask(n - i) : __mmask16(0);
+    if (i < n) acc = _mm512_add_ps(acc, _mm512_maskz_loadu_ps(tail, px + i));  // + (+0) keeps a partial
+    const float mean = m512::tree16(acc) / static_cast<float>(n);
+    const __m512 vm = _mm512_set1_ps(mean);
+    __m512 sq = _mm512_setzero_ps();
+    for (i = 0; i + 16 <= n; i += 16) {
+      const __m512 d = _mm512_sub_ps(_mm512_loadu_ps(px + i), vm);
+      sq = _mm512_fmadd_ps(d, d, sq);
+    }
+    if (i < n) {
+      const __m512 d = _mm512_maskz_sub_ps(tail, _mm512_maskz_loadu_ps(tail, px + i), vm);  // 0 outside the row
+      sq = _mm512_fmadd_ps(d, d, sq);
+    }
+    const float inv = 1.0f / std::sqrt(m512::tree16(sq) / static_cast<float>(n) + eps);
+    const __m512 vi = _mm512_set1_ps(inv);
+    m512::map(px, py, n, [&](__m512 a) { return _mm512_mul_ps(_mm512_sub_ps(a, vm), vi); });
+  }
+}
+
 }  // namespace ggflow::cpu::detail

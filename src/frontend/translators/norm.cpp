@@ -12,12 +12,7 @@ Result<ir::Value> translate_RMS_NORM(TranslateContext& c) {
 }
 
 Result<ir::Value> translate_NORM(TranslateContext& c) {
-  float eps = c.tensor().p<NormParams>().eps;
-  ir::Value x = c.in(0);
-  auto d = ir::ops::subtract(x, ir::ops::reduce_mean(x, {-1}, true));            // [.., E]
-  auto var = ir::ops::reduce_mean(ir::ops::multiply(d, d), {-1}, true);           // [.., 1]
-  auto inv = ir::ops::divide(ir::ops::scalar_f32(1.0f), ir::ops::sqrt(ir::ops::add(var, ir::ops::scalar_f32(eps))));
-  return ir::Value(ir::ops::multiply(d, inv));
+  return ir::Value(ir::ops::layer_norm(c.in(0), c.tensor().p<NormParams>().eps));
 }
 
 }  // namespace ggflow::frontend

@@ -1,4 +1,4 @@
-// Reductions and normalizations: ReduceSum/Mean/Prod, Softmax, RMSNorm. Accumulation is f32
+// Reductions and normalizations: ReduceSum/Mean/Prod, Softmax, RMSNorm, LayerNorm. Accumulation is f32
 // (i64 for integers) in row-major order of the input: fixed, independent of other rows.
 #include <cmath>
 #include <limits>
@@ -138,6 +138,32 @@ Outs eval_RMSNorm(const Node& n, std::span<const Tensor> in) {
     for (int64_t k = 0; k < h; ++k) sum += row[k] * row[k];
     const float scale = 1.0f / std::sqrt(sum / static_cast<float>(h) + eps);
     for (int64_t k = 0; k < h; ++k) row[k] = g.empty() ? row[k] * scale : (row[k] * scale) * g[k];
+  }
+  return std::vector<Tensor>{Tensor::from_f32(in[0].type(), s, x)};
+}
+
+// ---- LayerNorm(x [..., H]): y = (x - mean) * (1 / sqrt(mean((x - mean)^2) + eps)), both means
+// sequential f32 sums divided by H (what GGML's NORM computes, and the reference for the CPU's).
+Ports infer_LayerNorm(InferCtx& c) {
+  if (!is_float(c.type(0))) return fail("input must be a float type");
+  const Shape& x = c.shape(0);
+  if (x.rank_known() && x.rank() == 0) return fail("input must have rank >= 1");
+  return std::vector<PortType>{{c.type(0), x}};
+}
+Outs eval_LayerNorm(const Node& n, std::span<const Tensor> in) {
+  const auto& s = in[0].shape();
+  int64_t h = s.back(), rows = h ? in[0].numel() / h : 0;
+  float eps = n.attrs<LayerNormAttrs>().eps;
+  std::vector<float> x = in[0].to_f32();
+  for (int64_t r = 0; r < rows; ++r) {
+    float* row = x.data() + r * h;
+    float sum = 0.0f;
+    for (int64_t k = 0; k < h; ++k) sum += row[k];
+    const float mean = sum / static_cast<float>(h);
+    float sq = 0.0f;
+    for (int64_t k = 0; k < h; ++k) sq += (row[k] - mean) * (row[k] - mean);
+    const float inv = 1.0f / std::sqrt(sq / static_cast<float>(h) + eps);
+    for (int64_t k = 0; k < h; ++k) row[k] = (row[k] - mean) * inv;
   }
   return std::vector<Tensor>{Tensor::from_f32(in[0].type(), s, x)};
 }
