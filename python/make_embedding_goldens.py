@@ -25,7 +25,6 @@ NMSE of each against its own run.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import json
 import os
 import re
@@ -34,6 +33,9 @@ import sys
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from link_models import sha256  # noqa: E402  (python/, next to this script)
 
 ROOT = Path(__file__).resolve().parent.parent
 LLAMA_CPP_VERSION = "0.3.36"  # llama-cpp-python's sdist, as bench/install_llamacpp.sh builds it
@@ -80,14 +82,6 @@ PARAPHRASES = [("ascii", "ascii_paraphrase"), ("question", "question_paraphrase"
 UNRELATED = [("ascii", "unrelated"), ("question", "unrelated"), ("ascii", "question"), ("question", "numbers")]
 
 TOKEN_LINE = re.compile(r"^\s*(\d+) -> '(.*)'$")
-
-
-def sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def embedding_args(binary: Path, model: Path, prompt: str, threads: int, flash_attn: str) -> list:

@@ -19,7 +19,6 @@ is missing, unless GGFLOW_REQUIRE_MODELS=1. The contract is docs/SERVER.md (Embe
 """
 import base64
 import json
-import os
 import sys
 import threading
 from pathlib import Path
@@ -27,22 +26,11 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 sys.path.insert(0, str(HERE))
-from server_util import SKIP_RC, Checker, Server, require_model, served_name, setup  # noqa: E402
+from server_util import Checker, Server, loopback_only, require_model, require_packages, served_name, setup  # noqa: E402
 
-os.environ["NO_PROXY"] = os.environ["no_proxy"] = "127.0.0.1,localhost"
-for v in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
-    os.environ.pop(v, None)
-
-try:
-    import numpy as np
-    import openai
-    from openai import OpenAI
-except ImportError as e:
-    if os.environ.get("GGFLOW_REQUIRE_MODELS") == "1":
-        print(f"FAIL the openai / numpy packages: {e} (run scripts/setup.sh)")
-        sys.exit(1)
-    print(f"skip the openai / numpy packages are missing ({e}); run scripts/setup.sh")
-    sys.exit(SKIP_RC)
+loopback_only()
+np, openai = require_packages("numpy", "openai")
+OpenAI = openai.OpenAI
 
 c = Checker()
 GOLDENS = ROOT / "tests" / "conformance" / "goldens" / "embedding-all-minilm-l6-v2.json"

@@ -28,21 +28,11 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-from server_util import SKIP_RC, Checker, Server, require_model, served_name, setup  # noqa: E402
+from server_util import Checker, Server, loopback_only, require_model, require_packages, served_name, setup  # noqa: E402
 
-os.environ["NO_PROXY"] = os.environ["no_proxy"] = "127.0.0.1,localhost"
-for v in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
-    os.environ.pop(v, None)
-
-try:
-    import openai
-    from openai import OpenAI
-except ImportError as e:
-    if os.environ.get("GGFLOW_REQUIRE_MODELS") == "1":
-        print(f"FAIL the openai package: {e} (run scripts/setup.sh)")
-        sys.exit(1)
-    print(f"skip the openai package is missing ({e}); run scripts/setup.sh")
-    sys.exit(SKIP_RC)
+loopback_only()
+(openai,) = require_packages("openai")
+OpenAI = openai.OpenAI
 
 c = Checker()
 KV = ["--kv-cache", "16MiB", "--parallel", "4"]
