@@ -1,9 +1,12 @@
 // The BERT encoder (architecture "bert": all-MiniLM, bge, e5 as llama.cpp converts them), as
-// llama.cpp's graph computes it without flash attention:
+// llama.cpp's graph computes it (attention as one FLASH_ATTN_EXT, which llama.cpp's embedding tool
+// computes unfused as softmax then a product: the same values up to summation order):
 //
 //   x = token_embd[ids] + token_types[0] + position_embd[pos];  x = LN(x) (token_embd_norm)
 //   per layer:  q, k, v = Wq·x + bq, Wk·x + bk, Wv·x + bv            [E, T] each, H heads of D
-//               a = softmax(k^T q · 1/sqrt(D)) over all T keys (no causal mask)
+//               a = softmax(k^T q · 1/sqrt(D) + mask) (no causal mask: every token of a sequence
+//               sees all of its sequence; mask is the input inp_kq_mask [T keys, T queries], 0
+//               or -inf: several sequences packed into one run see only themselves)
 //               x = LN(Wo·(v a) + bo + x)  (attn_output_norm)
 //               x = LN(Wd·gelu(Wu·x + bu) + bd + x)  (layer_output_norm)
 //   output "embd": x, f32 [E, T]; pooling (mean, CLS, last) and normalization are the runner's.
@@ -74,6 +77,7 @@ class EncoderBuilder {
     g_.keep_alive(f_.bytes());
     int tokens = g_.input("inp_tokens", GgmlType::I32, {T, 1, 1, 1});
     int pos = g_.input("inp_pos", GgmlType::I32, {T, 1, 1, 1});
+    int mask = g_.input("inp_kq_mask", GgmlType::F32, {T, T, 1, 1});  // [T keys, T queries]
 
     auto tok = weight("token_embd.weight", {Ext(E), Ext(p_.n_vocab)}, 2);
     if (!tok) return tok.error();
@@ -97,9 +101,7 @@ class EncoderBuilder {
       int Q = g_.permute(g_.reshape(*q, {Ext(D), Ext(H), T, Ext(1)}), 0, 2, 1, 3);  // [D, T, H]
       int K = g_.permute(g_.reshape(*k, {Ext(D), Ext(H), T, Ext(1)}), 0, 2, 1, 3);  // [D, T, H]
       int V = g_.permute(g_.reshape(*v, {Ext(D), Ext(H), T, Ext(1)}), 0, 2, 1, 3);  // [D, T, H]
-      int kq = g_.soft_max(g_.mul_mat(K, Q), std::nullopt, kq_scale);              // [T, T, H]
-      int Vt = g_.cont(g_.transpose(V));                                             // [T, D, H]
-      int o = g_.cont(g_.permute(g_.mul_mat(Vt, kq), 0, 2, 1, 3));                  // [D, H, T]
+      int o = g_.flash_attn_ext(Q, K, V, mask, kq_scale);                           // [D, H, T]
       o = g_.reshape(o, {Ext(E), T, Ext(1), Ext(1)});                                // [E, T]
       auto ao = linear(o, b + "attn_output", E, E);
       if (!ao) return ao.error();

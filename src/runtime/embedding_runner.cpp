@@ -1,6 +1,8 @@
 #include "runtime/embedding_runner.h"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "frontend/translate.h"
 #include "transforms/fusion/fusion.h"
@@ -40,7 +42,7 @@ Result<std::unique_ptr<EmbeddingRunner>> EmbeddingRunner::open(const std::string
   r->file_ = f->bytes();
   r->params_ = built->params;
   r->cm_ = std::move(*cm);
-  if (auto s = r->cm_->bind_inputs({{&r->in_tokens_, "inp_tokens"}, {&r->in_pos_, "inp_pos"}}); !s) return s.error();
+  if (auto s = r->cm_->bind_inputs({{&r->in_tokens_, "inp_tokens"}, {&r->in_pos_, "inp_pos"}, {&r->in_mask_, "inp_kq_mask"}}); !s) return s.error();
   auto out = r->cm_->output("embd");
   if (!out) return out.error();
   r->out_embd_ = *out;
@@ -49,25 +51,66 @@ Result<std::unique_ptr<EmbeddingRunner>> EmbeddingRunner::open(const std::string
 }
 
 Result<std::vector<float>> EmbeddingRunner::embed(std::span<const int32_t> ids) {
-  const int64_t T = static_cast<int64_t>(ids.size()), E = params_.n_embd;
-  if (T == 0) return make_error("nothing to embed: no tokens", "give a non-empty text");
-  if (T > params_.n_ctx_train)
-    return make_error(std::to_string(T) + " tokens are more than the model's context of " + std::to_string(params_.n_ctx_train),
-                      "shorten the text or split it");
-  std::vector<int64_t> tok(ids.begin(), ids.end()), pos(T);
-  for (int64_t i = 0; i < T; ++i) {
-    if (tok[i] < 0 || tok[i] >= params_.n_vocab)
-      return make_error("token id " + std::to_string(tok[i]) + " is outside the vocabulary [0, " + std::to_string(params_.n_vocab) + ")",
-                        "give ids from this model's tokenizer");
-    pos[i] = i;
+  const std::span<const int32_t> one[1] = {ids};
+  auto v = embed_many(one);
+  if (!v) return v.error();
+  return std::move((*v)[0]);
+}
+
+Result<std::vector<std::vector<float>>> EmbeddingRunner::embed_many(std::span<const std::span<const int32_t>> seqs) {
+  for (size_t s = 0; s < seqs.size(); ++s) {
+    const int64_t T = static_cast<int64_t>(seqs[s].size());
+    const std::string which = seqs.size() > 1 ? "sequence " + std::to_string(s) + ": " : "";
+    if (T == 0) return make_error(which + "nothing to embed: no tokens", "give a non-empty text");
+    if (T > params_.n_ctx_train)
+      return make_error(which + std::to_string(T) + " tokens are more than the model's context of " + std::to_string(params_.n_ctx_train),
+                        "shorten the text or split it");
+    for (int32_t id : seqs[s])
+      if (id < 0 || id >= params_.n_vocab)
+        return make_error(which + "token id " + std::to_string(id) + " is outside the vocabulary [0, " + std::to_string(params_.n_vocab) + ")",
+                          "give ids from this model's tokenizer");
   }
-  inputs_[in_tokens_] = ir::Tensor::i32({1, 1, 1, T}, tok);
-  inputs_[in_pos_] = ir::Tensor::i32({1, 1, 1, T}, pos);
+  std::vector<std::vector<float>> out;
+  out.reserve(seqs.size());
+  for (size_t b = 0; b < seqs.size();) {
+    size_t e = b + 1;
+    int64_t tokens = static_cast<int64_t>(seqs[b].size());
+    while (e < seqs.size() && tokens + static_cast<int64_t>(seqs[e].size()) <= kPackTokens) tokens += static_cast<int64_t>(seqs[e++].size());
+    if (auto st = run_pack(seqs.subspan(b, e - b), out); !st) return st.error();
+    b = e;
+  }
+  return out;
+}
+
+Status EmbeddingRunner::run_pack(std::span<const std::span<const int32_t>> seqs, std::vector<std::vector<float>>& out) {
+  int64_t T = 0;
+  for (const auto& s : seqs) T += static_cast<int64_t>(s.size());
+  const int64_t E = params_.n_embd;
+  std::vector<int64_t> tok, pos;
+  tok.reserve(static_cast<size_t>(T));
+  pos.reserve(static_cast<size_t>(T));
+  // mask [T queries, T keys]: 0 on the keys of the query's own sequence, -inf elsewhere
+  std::vector<float> mask(static_cast<size_t>(T * T), -std::numeric_limits<float>::infinity());
+  for (const auto& s : seqs) {
+    const int64_t b = static_cast<int64_t>(tok.size()), n = static_cast<int64_t>(s.size());
+    for (int64_t i = 0; i < n; ++i) tok.push_back(s[i]), pos.push_back(i);
+    for (int64_t q = b; q < b + n; ++q) std::fill_n(mask.begin() + q * T + b, n, 0.0f);
+  }
+  inputs_[in_tokens_] = ir::Tensor::i32({1, 1, 1, T}, std::move(tok));
+  inputs_[in_pos_] = ir::Tensor::i32({1, 1, 1, T}, std::move(pos));
+  inputs_[in_mask_] = ir::Tensor::f32({1, 1, T, T}, std::move(mask));
   if (auto s = cm_->run(inputs_); !s) return s.error();
   const ir::Tensor& h = cm_->output(out_embd_);
   if (h.type() != ir::ElementType::f32 || h.numel() != T * E)
     return make_error("embedding runner: hidden states are " + h.summary(0) + ", expected f32 with " + std::to_string(T * E) + " values");
-  return pool_and_normalize(std::span<const float>(h.data<float>(), static_cast<size_t>(h.numel())), T, E, params_.pooling);
+  const float* hid = h.data<float>();
+  int64_t b = 0;
+  for (const auto& s : seqs) {
+    const int64_t n = static_cast<int64_t>(s.size());
+    out.push_back(pool_and_normalize(std::span<const float>(hid + b * E, static_cast<size_t>(n * E)), n, E, params_.pooling));
+    b += n;
+  }
+  return {};
 }
 
 }  // namespace ggflow::runtime

@@ -1,8 +1,12 @@
 // EmbeddingRunner: an encoder model (builder/encoder.cpp: BERT as llama.cpp converts it) compiled
 // once, turning token ids into one embedding vector: the last layer's hidden states pooled as the
 // file says (mean, CLS or last token) and L2-normalized, as llama.cpp's embedding tool returns
-// them with --embd-normalize 2 (the caller tokenizes: text::Tokenizer::from_file on the same file). No KV cache: each call runs the whole sequence (attention over
-// all of its tokens in both directions).
+// them with --embd-normalize 2 (the caller tokenizes: text::Tokenizer::from_file on the same file).
+// No KV cache: each run computes whole sequences (attention over all of a sequence's tokens in both
+// directions). embed_many packs several sequences into one run (up to kPackTokens tokens) under a
+// block-diagonal mask: a sequence's keys are one run of the packed tokens, which the attention
+// kernel reads as a key range, and every other op computes a token's row from that row alone, so a
+// sequence's vector has the same bits packed or alone (EmbeddingRunner tests check by memcmp).
 #pragma once
 
 #include <cstdint>
@@ -25,6 +29,10 @@ class EmbeddingRunner {
   // One sequence's vector, f32 [n_embd]. Errors: no tokens, more than the model's context, an id
   // outside the vocabulary.
   Result<std::vector<float>> embed(std::span<const int32_t> ids);
+  // Each sequence's vector, in order; the sequences packed into runs of at most kPackTokens tokens
+  // (a longer sequence runs alone). Errors: embed's, naming the sequence.
+  Result<std::vector<std::vector<float>>> embed_many(std::span<const std::span<const int32_t>> seqs);
+  static constexpr int64_t kPackTokens = 512;
   const builder::EncoderParams& params() const { return params_; }
   const CompiledModel& compiled() const { return *cm_; }
 
@@ -33,7 +41,9 @@ class EmbeddingRunner {
   std::shared_ptr<const void> file_;  // the mapped file the weights point into
   builder::EncoderParams params_;
   std::unique_ptr<CompiledModel> cm_;
-  size_t in_tokens_ = 0, in_pos_ = 0, out_embd_ = 0;
+  // Runs seqs [b, e) packed, appending their vectors to out.
+  Status run_pack(std::span<const std::span<const int32_t>> seqs, std::vector<std::vector<float>>& out);
+  size_t in_tokens_ = 0, in_pos_ = 0, in_mask_ = 0, out_embd_ = 0;
   std::vector<ir::Tensor> inputs_;
 };
 

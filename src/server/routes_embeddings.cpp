@@ -2,8 +2,9 @@
 // strings, an array of token ids or an array of such arrays; `encoding_format` "float" (default)
 // or "base64" (the little-endian f32 bytes, as OpenAI sends them); `dimensions` only as the
 // model's own width (its vectors are not trained to be shortened); `user` ignored. Each input is
-// tokenized as llama.cpp's embedding tool does ([CLS] ... [SEP], special tokens parsed), run
-// whole, pooled as the file says and L2-normalized (runtime/embedding_runner.h).
+// tokenized as llama.cpp's embedding tool does ([CLS] ... [SEP], special tokens parsed); the
+// inputs run packed several to a run (EmbeddingRunner::embed_many), each whole, pooled as the
+// file says and L2-normalized (runtime/embedding_runner.h).
 #include <openssl/evp.h>
 
 #include <cstring>
@@ -120,14 +121,18 @@ void Server::embeddings(const std::string& raw, httplib::Response& res) {
   std::vector<std::vector<int32_t>> inputs;
   if (auto e = read_inputs(*input, model->info().format->tokenizer(), model->info().context, inputs)) return send_error(res, *e);
 
+  std::vector<std::span<const int32_t>> seqs(inputs.begin(), inputs.end());
+  Result<std::vector<std::vector<float>>> vectors = [&] {
+    std::lock_guard<std::mutex> l(model->embed_mutex());
+    return runner->embed_many(seqs);
+  }();
+  if (!vectors) return send_error(res, {500, "server_error", "embedding_failed", "", "the embedding failed: " + vectors.error().str()});
   Json data = Json::array();
   int64_t tokens = 0;
-  std::lock_guard<std::mutex> l(model->embed_mutex());
   for (size_t i = 0; i < inputs.size(); ++i) {
-    auto v = runner->embed(inputs[i]);
-    if (!v) return send_error(res, {500, "server_error", "embedding_failed", "", "the embedding failed: " + v.error().str()});
     tokens += static_cast<int64_t>(inputs[i].size());
-    data.push_back({{"object", "embedding"}, {"index", i}, {"embedding", base64 ? Json(base64_f32(*v)) : Json(*v)}});
+    const std::vector<float>& v = (*vectors)[i];
+    data.push_back({{"object", "embedding"}, {"index", i}, {"embedding", base64 ? Json(base64_f32(v)) : Json(v)}});
   }
   send_json(res, {{"object", "list"}, {"data", std::move(data)}, {"model", model->info().name},
                   {"usage", {{"prompt_tokens", tokens}, {"total_tokens", tokens}}}});

@@ -45,8 +45,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <span>
 
 #include <nlohmann/json.hpp>
 
@@ -140,6 +142,30 @@ void check_minilm(runtime::Executor executor) {
     EXPECT_LT(nmse, 1e-5) << c["name"].get<std::string>();
   }
   std::printf("minilm: worst NMSE %.2e\n", worst);
+  // Packed: the cases four times over in one embed_many call (more tokens than one run takes, so
+  // the packs split between sequences): each vector has the bits of the same text alone.
+  std::vector<std::vector<int32_t>> ids;
+  for (int rep = 0; rep < 4; ++rep)
+    for (const auto& c : g["cases"]) ids.push_back(c["tokens"].get<std::vector<int32_t>>());
+  std::vector<std::span<const int32_t>> seqs(ids.begin(), ids.end());
+  int64_t total = 0;
+  for (const auto& s : ids) total += static_cast<int64_t>(s.size());
+  ASSERT_GT(total, runtime::EmbeddingRunner::kPackTokens) << "the cases no longer fill more than one run";
+  auto many = (*r)->embed_many(seqs);
+  ASSERT_TRUE(many) << many.error().str();
+  ASSERT_EQ(many->size(), ids.size());
+  for (size_t i = 0; i < ids.size(); ++i) {
+    auto alone = (*r)->embed(ids[i]);
+    ASSERT_TRUE(alone) << alone.error().str();
+    ASSERT_EQ((*many)[i].size(), alone->size());
+    EXPECT_EQ(0, std::memcmp((*many)[i].data(), alone->data(), alone->size() * sizeof(float))) << "sequence " << i << " packed differs from alone";
+  }
+  // a bad sequence among good ones is named
+  ids[3].push_back(-1);
+  seqs[3] = ids[3];
+  auto bad = (*r)->embed_many(seqs);
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().what.find("sequence 3"), std::string::npos) << bad.error().str();
 }
 TEST(ModelConformance, MiniLMEmbeddings) { check_minilm(runtime::Executor::ref); }
 TEST(ModelConformance, CpuMiniLMEmbeddings) { check_minilm(runtime::Executor::cpu); }
