@@ -91,3 +91,8 @@ fi
 # ---- Models ----------------------------------------------------------------------------------
 mkdir -p models
 .venv/bin/python python/link_models.py --models-dir "$root/models" "${real_models[@]}"
+# LoRA test adapters for SmolLM2 (python/make_lora_adapters.py: numpy, fixed seeds, ~2 s; the
+# goldens of tests/conformance/goldens/lora-*.json record their SHA-256)
+if [ -f models/smollm2-135m-instruct-q4_1.gguf ]; then
+  .venv/bin/python python/make_lora_adapters.py --models-dir "$root/models" > /dev/null
+fi

@@ -14,6 +14,7 @@
 //   self_kq_mask_swa    f32 [KV, T]         the same with the sliding window (models with sliding layers)
 //   cache_k_lN          f32 [n_embd_kv, KV] layer N's keys, rows 0..KV-1 (the runner owns them)
 //   cache_v_lN          f32 [n_embd_kv, KV]
+//   lora_scale_I        f32 [1, T]          adapter I's factor per token, 0 where unused (BuildOptions::loras; lora.h)
 // outputs:
 //   logits              f32 [n_vocab, O]
 //   cache_k_lN_out      f32 [n_embd_kv, KV] the caches after SET_ROWS wrote this step's rows
@@ -23,8 +24,10 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "builder/hparams.h"
+#include "builder/lora.h"
 #include "frontend/ggml_graph.h"
 #include "gguf/file.h"
 
@@ -38,6 +41,9 @@ struct BuildOptions {
   // The KV cache's element type: F32, or F16 (half the memory; each K/V value rounded to nearest
   // even when written, as llama.cpp's default cache). F16 needs flash_attn.
   gguf::GgmlType kv_type = gguf::GgmlType::F32;
+  // LoRA adapters (open_lora against the same file), applied unmerged: adapter i's delta is
+  // weighted per token by the input lora_scale_i.
+  std::vector<std::shared_ptr<const LoraAdapter>> loras;
 };
 
 struct BuiltModel {

@@ -25,6 +25,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <set>
 
 #include "builder/build.h"
@@ -77,13 +78,42 @@ class Builder {
                         "ggflow reads weights in F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and Q2_K..Q6_K; "
                         "re-quantize the model to one of them");
     used_.insert(name);
-    return g_.weight(*t, f_.tensor_data(*t));
+    const int w = g_.weight(*t, f_.tensor_data(*t));
+    if (n_dims == 2) add_lora_halves(name, w);
+    return w;
   }
   bool has(const std::string& name) const { return f_.find_tensor(name) != nullptr; }
+
+  // The adapters' halves for the matrix `name` (graph id w), to be added by mm().
+  void add_lora_halves(const std::string& name, int w) {
+    for (size_t i = 0; i < opt_.loras.size(); ++i) {
+      const LoraAdapter& ad = *opt_.loras[i];
+      auto it = ad.pairs.find(name);
+      if (it == ad.pairs.end()) continue;
+      auto half = [&](const gguf::TensorInfo& t) {
+        const Ne ne{Ext(static_cast<int64_t>(t.ne[0])), Ext(static_cast<int64_t>(t.ne[1])), Ext(1), Ext(1)};
+        return g_.weight("lora" + std::to_string(i) + "." + std::string(t.name), t.type, ne, 2, ad.file.tensor_data(t), nullptr);
+      };
+      lora_of_[w].push_back({i, half(*it->second.first), half(*it->second.second)});
+      lora_used_.insert({i, name});
+    }
+  }
+
+  // W·x, plus each adapter's delta weighted per token (lora.h): llama.cpp's build_lora_mm, with
+  // its scale made a per-token input.
+  int mm(int w, int x) {
+    int y = g_.mul_mat(w, x);
+    auto it = lora_of_.find(w);
+    if (it == lora_of_.end()) return y;
+    for (const LoraUse& l : it->second)
+      y = g_.add(y, g_.mul(g_.mul_mat(l.b, g_.mul_mat(l.a, x)), lora_scale_[l.adapter]));
+    return y;
+  }
 
   // Rows [r0, r0 + n) of a 2-D weight already read by weight(): a view of the same bytes (a
   // row of any GGML type is whole blocks, contiguous), for the fused tensors of phi3.
   int rows(int w, int64_t r0, int64_t n, const std::string& part) {
+    if (lora_of_.count(w) && lora_error_.empty()) lora_error_ = g_.tensor(w).name;
     const auto& t = g_.tensor(w);
     const size_t row_bytes = gguf::row_bytes(t.type, static_cast<uint64_t>(t.ne[0].n));
     const Ne ne{t.ne[0], Ext(n), Ext(1), Ext(1)};
@@ -115,6 +145,16 @@ class Builder {
 
   // A tensor of the file that the graph did not read.
   Status check_all_used() const {
+    if (!lora_error_.empty())
+      return make_error("a LoRA adapter adapts '" + lora_error_ + "', which architecture '" + hp_.arch.name +
+                            "' splits into several products; ggflow cannot apply LoRA to it",
+                        "leave the fused matrix out of the adapter");
+    for (size_t i = 0; i < opt_.loras.size(); ++i)
+      for (const auto& [w, pair] : opt_.loras[i]->pairs)
+        if (!lora_used_.count({i, w}))
+          return make_error("LoRA adapter '" + opt_.loras[i]->path() + "' adapts '" + w + "', which is not a matrix product of architecture '" +
+                                hp_.arch.name + "'",
+                            "ggflow applies LoRA to the matrix products only; leave '" + w + "' out of the adapter");
     for (const auto& t : f_.tensors()) {
       std::string name(t.name);
       if (used_.count(name)) continue;
@@ -167,8 +207,8 @@ class Builder {
     pr = rms(g_.scale(pr, 1.0f / std::sqrt(static_cast<float>(E))), ple.proj_norm);
     int in = g_.scale(g_.add(pr, tok), 1.0f / std::sqrt(2.0f));
     if (il == hp_.n_layer - 1) in = g_.get_rows(in, out_ids);        // [Epl, O], as x
-    int cur = g_.unary(frontend::GgmlUnary::GELU, g_.mul_mat(*gate, x));   // [Epl, T]
-    cur = rms(g_.mul_mat(*proj, g_.mul(cur, in)), *post);               // [E, T]
+    int cur = g_.unary(frontend::GgmlUnary::GELU, mm(*gate, x));   // [Epl, T]
+    cur = rms(mm(*proj, g_.mul(cur, in)), *post);               // [E, T]
     x = g_.add(x, cur);
     return {};
   }
@@ -185,6 +225,10 @@ class Builder {
     int mask = g_.input("self_kq_mask", GgmlType::F32, {KV, T, 1, 1});
     const bool any_swa = std::find(hp_.swa_layers.begin(), hp_.swa_layers.end(), true) != hp_.swa_layers.end();
     int mask_swa = any_swa ? g_.input("self_kq_mask_swa", GgmlType::F32, {KV, T, 1, 1}) : -1;
+    for (size_t i = 0; i < opt_.loras.size(); ++i) {
+      g_.keep_alive(opt_.loras[i]->file.bytes());
+      lora_scale_.push_back(g_.input(lora_scale_name(i), GgmlType::F32, {Ext(1), T, 1, 1}));
+    }
     auto factors = rope_factors();
     if (!factors) return factors.error();
 
@@ -237,11 +281,11 @@ class Builder {
 
       int cur = rms(x, *attn_norm);                                // f32 [E, T]
       g_.set_name(cur, "attn_norm" + sfx);
-      int q = g_.mul_mat(*wq, cur);                                // [H·D, T]
+      int q = mm(*wq, cur);                                // [H·D, T]
       int k = -1, v = -1;
       if (own_kv) {
-        k = g_.mul_mat(*wk, cur);                                  // [Ekv, T]
-        v = v_is_k ? k : g_.mul_mat(*wv, cur);
+        k = mm(*wk, cur);                                  // [Ekv, T]
+        v = v_is_k ? k : mm(*wv, cur);
       }
       if (hp_.arch.qkv_bias && own_kv) {  // (no family has both biases and shared KV layers)
         auto bq = W("attn_q.bias", {H * D}, 1), bk = W("attn_k.bias", {Ekv}, 1), bv = W("attn_v.bias", {Ekv}, 1);
@@ -307,11 +351,12 @@ class Builder {
         o = g_.cont(o);
       }
       o = g_.reshape(o, {H * D, T, 1, 1});                               // [H·D, T]
-      o = g_.mul_mat(*wo, o);                                            // [E, T]
+      o = mm(*wo, o);                                            // [E, T]
       g_.set_name(o, "attn_out" + sfx);
       if (il == hp_.n_layer - 1) {  // only the rows that need logits go on
         o = g_.get_rows(o, out_ids);                                     // [E, O]
         x = g_.get_rows(x, out_ids);
+        for (int& s : lora_scale_) s = g_.get_rows(s, out_ids);         // [1, O]
       }
       if (hp_.arch.sandwich_norms) {
         auto pn = W("post_attention_norm.weight", {E}, 1);
@@ -320,9 +365,9 @@ class Builder {
       }
       x = g_.add(o, x);
       cur = rms(x, *ffn_norm);
-      int gcur = g_.mul_mat(*gate, cur), ucur = g_.mul_mat(*up, cur);   // [F, T]
+      int gcur = mm(*gate, cur), ucur = mm(*up, cur);   // [F, T]
       cur = g_.glu_split(hp_.arch.ffn_act == FfnAct::silu ? GgmlGlu::SWIGLU : GgmlGlu::GEGLU, gcur, ucur);
-      cur = g_.mul_mat(*down, cur);                                       // [E, T]
+      cur = mm(*down, cur);                                       // [E, T]
       if (hp_.arch.sandwich_norms) {
         auto pn = W("post_ffw_norm.weight", {E}, 1);
         if (!pn) return pn.error();
@@ -347,7 +392,7 @@ class Builder {
       if (!w) return w.error();
       out = *w;
     }
-    int logits = g_.mul_mat(out, rms(x, *onorm));                         // f32 [V, O]
+    int logits = g_.mul_mat(out, rms(x, *onorm));  // no LoRA on the LM head (lora.h)                         // f32 [V, O]
     if (hp_.final_softcap > 0) logits = softcap(logits, hp_.final_softcap);
     g_.set_name(logits, "result_output");
     if (auto s = check_all_used(); !s) return s;
@@ -361,6 +406,14 @@ class Builder {
   const BuildOptions& opt_;
   GgmlGraph& g_;
   std::set<std::string> used_;  // the file's tensors the graph reads
+  struct LoraUse {
+    size_t adapter;
+    int a, b;  // the halves' graph ids
+  };
+  std::map<int, std::vector<LoraUse>> lora_of_;        // matrix graph id -> adapters on it
+  std::set<std::pair<size_t, std::string>> lora_used_;  // (adapter, matrix) pairs in the graph
+  std::vector<int> lora_scale_;                        // per adapter: f32 [1, T], [1, O] after the row selection
+  std::string lora_error_;                             // an adapted matrix that rows() split
 };
 
 }  // namespace

@@ -73,7 +73,13 @@ struct Opts {
   text::SamplingParams sp;
   int64_t seed = -1;
   pipeline::SpeculativeOptions spec;
+  std::vector<std::string> loras;  // --lora FILE[:SCALE], all applied
 };
+
+// Every adapter the file was opened with (ggflow run applies them all, as llama.cpp's --lora).
+uint64_t all_loras(const runtime::ModelFile& file) {
+  return file.n_loras() >= 64 ? ~uint64_t(0) : (uint64_t(1) << file.n_loras()) - 1;
+}
 
 // --verbose: the executor, its plan, and what ran on the reference kernel in the last step.
 void report(const Opts& o, const runtime::CompiledModel* m) {
@@ -108,6 +114,7 @@ Status run_tokens(const Opts& o, const runtime::ModelFile& file, Result<std::vec
   auto t0 = std::chrono::steady_clock::now();
   auto runner = runtime::open_sequence_runner(file, *transforms::layout_from_name(o.engine), runner_options(o));
   if (!runner) return runner.error();
+  if (auto s = (*runner)->set_lora(all_loras(file)); !s) return s;
   std::vector<float> logits;
   auto out = runtime::generate_greedy(**runner, *ids, o.n < 0 ? 16 : o.n, o.dump.empty() ? nullptr : &logits);
   report(o, &(*runner)->compiled());
@@ -146,8 +153,8 @@ Result<pipeline::GenerationResult> run_paged(const Opts& o, const runtime::Model
   auto pipe = pipeline::ContinuousBatchingPipeline::open(file, cfg, runner_options(o).compile, o.spec);
   if (!pipe) return pipe.error();
   auto stream = [](pipeline::RequestId, std::string_view t) { return print_text(t); };
-  auto id = o.chat ? (*pipe)->add_chat_request(messages, o.sp, stream, o.constraint)
-                   : (*pipe)->add_request(o.prompt, o.sp, stream, o.constraint);
+  auto id = o.chat ? (*pipe)->add_chat_request(messages, o.sp, stream, o.constraint, all_loras(file))
+                   : (*pipe)->add_request(o.prompt, o.sp, stream, o.constraint, all_loras(file));
   if (!id) return id.error();
   if (auto s = (*pipe)->run_until_done(); !s) return s.error();
   report(o, (*pipe)->compiled_model());
@@ -168,6 +175,7 @@ Result<pipeline::GenerationResult> run_single(const Opts& o, const runtime::Mode
                                              const nlohmann::ordered_json& messages) {
   auto pipe = pipeline::LLMPipeline::open(file, *transforms::layout_from_name(o.engine), runner_options(o));
   if (!pipe) return pipe.error();
+  if (auto s = (*pipe)->runner().set_lora(all_loras(file)); !s) return s.error();
   auto r = o.chat ? (*pipe)->chat(messages, o.sp, print_text, o.constraint)
                   : (*pipe)->generate(o.prompt, o.sp, print_text, o.constraint);
   report(o, &(*pipe)->runner().compiled());
@@ -254,6 +262,7 @@ void add(CLI::App& app, int& rc) {
   cmd->add_option("--dump-logits", o->dump, "greedy: write the logits of each generated token (raw f32 [n, n_vocab])");
   cmd->add_flag("--no-flash-attn", o->no_fa, "with --tokens: attention as MUL_MAT + SOFT_MAX instead of FLASH_ATTN_EXT");
   cmd->add_flag("--timing", o->timing, "with --tokens: print the time taken on stderr");
+  cmd->add_option("--lora", o->loras, "a LoRA adapter (llama.cpp's GGUF adapter format) as FILE or FILE:SCALE (default scale 1); repeatable, all applied unmerged");
   cmd->callback([o, &rc] {
     warn_threads("run", o->threads);
     if (o->prompt.empty() == o->tokens.empty()) {
@@ -272,9 +281,19 @@ void add(CLI::App& app, int& rc) {
       rc = fail("run", kv_type.error());
       return;
     }
+    std::vector<runtime::LoraSpec> loras;
+    for (const auto& arg : o->loras) {
+      auto spec = runtime::parse_lora_spec(arg);
+      if (!spec) {
+        rc = fail("run", spec.error());
+        return;
+      }
+      loras.push_back(*spec);
+    }
     auto file = runtime::ModelFile::open(o->model, builder::BuildOptions{.flash_attn = !o->no_fa,
                                                                         .n_ctx = int64_t(o->kv_blocks) * 32,
-                                                                        .kv_type = *kv_type});
+                                                                        .kv_type = *kv_type},
+                                         loras);
     if (!file) {
       rc = fail("run", file.error());
       return;

@@ -40,6 +40,7 @@ Result<std::unique_ptr<ContinuousBatchingPipeline>> ContinuousBatchingPipeline::
   if (!format) return format.error();
   serving::EngineConfig cfg = config;
   cfg.vocab_size = (*format)->tokenizer().n_vocab();
+  cfg.num_loras = static_cast<int32_t>(file.n_loras());
   auto engine = serving::ContinuousBatchingEngine::create(cfg, runner);
   if (!engine) return engine.error();
   std::unique_ptr<ContinuousBatchingPipeline> p(new ContinuousBatchingPipeline());
@@ -50,22 +51,24 @@ Result<std::unique_ptr<ContinuousBatchingPipeline>> ContinuousBatchingPipeline::
 
 Result<RequestId> ContinuousBatchingPipeline::add_chat_request(const nlohmann::ordered_json& messages,
                                                                const text::SamplingParams& params,
-                                                               RequestStreamer stream, const Constraint& constraint) {
+                                                               RequestStreamer stream, const Constraint& constraint,
+                                                               uint64_t lora) {
   auto prompt = format_->apply_chat_template(messages, true);
   if (!prompt) return prompt.error();
-  return add_request(*prompt, params, std::move(stream), constraint);
+  return add_request(*prompt, params, std::move(stream), constraint, lora);
 }
 
 Result<RequestId> ContinuousBatchingPipeline::add_request(std::string_view prompt, const text::SamplingParams& params,
-                                                          RequestStreamer stream, const Constraint& constraint) {
+                                                          RequestStreamer stream, const Constraint& constraint, uint64_t lora) {
   auto ids = format_->encode(prompt);
   if (!ids) return ids.error();
-  return add_request_tokens(std::move(*ids), params, std::move(stream), constraint);
+  return add_request_tokens(std::move(*ids), params, std::move(stream), constraint, lora);
 }
 
 Result<RequestId> ContinuousBatchingPipeline::add_request_tokens(std::vector<int32_t> prompt_ids,
                                                                  const text::SamplingParams& params,
-                                                                 RequestStreamer stream, const Constraint& constraint) {
+                                                                 RequestStreamer stream, const Constraint& constraint,
+                                                                 uint64_t lora) {
   if (auto s = params.validate(format_->tokenizer().n_vocab()); !s) return s.error();
   text::SamplingParams p = params;
   if (!p.ignore_eos) p.stop_token_ids = format_->stop_ids(p.stop_token_ids);
@@ -95,6 +98,7 @@ Result<RequestId> ContinuousBatchingPipeline::add_request_tokens(std::vector<int
   rp.on_logits = logits_observer_;
   rp.logprobs = p.logprobs;
   rp.prompt_logprobs = p.prompt_logprobs;
+  rp.lora = lora;
   auto id = engine_->add_request(std::move(prompt_ids), std::move(rp));
   if (!id) return id.error();
   Request& r = requests_[*id];

@@ -55,14 +55,15 @@ class ContinuousBatchingPipeline {
 
   // Queues a request. Errors (the other requests go on): invalid sampling parameters, an empty
   // prompt, a prompt that does not fit the context, a grammar that cannot start. A `constraint`
-  // holds the answer to its grammar (constrained_sampler.h).
+  // holds the answer to its grammar (constrained_sampler.h). `lora`: the model's LoRA adapters the
+  // request runs with (a mask, serving::RequestParams::lora; 0: none).
   Result<RequestId> add_request(std::string_view prompt, const text::SamplingParams& params,
-                                RequestStreamer stream = {}, const Constraint& constraint = {});
+                                RequestStreamer stream = {}, const Constraint& constraint = {}, uint64_t lora = 0);
   // The same from token ids (already encoded, e.g. by a server thread with format().encode()).
   Result<RequestId> add_request_tokens(std::vector<int32_t> ids, const text::SamplingParams& params,
-                                       RequestStreamer stream = {}, const Constraint& constraint = {});
+                                       RequestStreamer stream = {}, const Constraint& constraint = {}, uint64_t lora = 0);
   Result<RequestId> add_chat_request(const nlohmann::ordered_json& messages, const text::SamplingParams& params,
-                                     RequestStreamer stream = {}, const Constraint& constraint = {});
+                                     RequestStreamer stream = {}, const Constraint& constraint = {}, uint64_t lora = 0);
   // Sees the logits row each generated token of every later request was chosen from (tests).
   void set_logits_observer(serving::LogitsCallback observer) { logits_observer_ = std::move(observer); }
   Status cancel(RequestId id);               // frees the request's blocks at once

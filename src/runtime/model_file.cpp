@@ -1,5 +1,8 @@
 #include "runtime/model_file.h"
 
+#include <cmath>
+#include <cstdlib>
+
 #include "transforms/fusion/fusion.h"
 
 #include "frontend/translate.h"
@@ -38,12 +41,38 @@ Status check_weights_finite(const frontend::GgmlGraph& g) {
 
 }  // namespace
 
-Result<std::shared_ptr<const ModelFile>> ModelFile::open(const std::string& path, const builder::BuildOptions& opt) {
+Result<LoraSpec> parse_lora_spec(std::string_view arg) {
+  LoraSpec spec{std::string(arg), 1.0f};
+  const size_t colon = arg.rfind(':');
+  if (colon != std::string_view::npos) {
+    const std::string tail(arg.substr(colon + 1));
+    char* end = nullptr;
+    const float scale = std::strtof(tail.c_str(), &end);
+    if (!tail.empty() && end == tail.c_str() + tail.size()) {
+      if (!std::isfinite(scale))
+        return make_error("LoRA scale '" + tail + "' is not a finite number", "give FILE or FILE:SCALE, e.g. adapter.gguf:0.5");
+      spec.path = std::string(arg.substr(0, colon)), spec.scale = scale;
+    }
+  }
+  if (spec.path.empty()) return make_error("LoRA adapter '" + std::string(arg) + "' names no file", "give FILE or FILE:SCALE, e.g. adapter.gguf:0.5");
+  return spec;
+}
+
+Result<std::shared_ptr<const ModelFile>> ModelFile::open(const std::string& path, const builder::BuildOptions& opt,
+                                                         std::span<const LoraSpec> loras) {
   auto f = gguf::File::open(path);
   if (!f) return f.error();
   std::shared_ptr<ModelFile> m(new ModelFile(std::move(*f)));
   m->opt_ = opt;
-  auto built = builder::build(m->file_, opt);
+  for (const LoraSpec& spec : loras) {
+    auto a = builder::open_lora(spec.path, m->file_);
+    if (!a) return a.error();
+    m->lora_factors_.push_back((*a)->factor(spec.scale));
+    m->opt_.loras.push_back(std::move(*a));
+  }
+  if (m->lora_factors_.size() != m->opt_.loras.size())
+    return make_error("BuildOptions::loras is set; give adapters as LoraSpecs to ModelFile::open", "pass the adapter paths and scales");
+  auto built = builder::build(m->file_, m->opt_);
   if (!built) return built.error();
   if (auto s = check_weights_finite(built->graph); !s) return s.error();
   auto raw = frontend::translate(built->graph);

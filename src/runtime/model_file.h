@@ -6,7 +6,9 @@
 #pragma once
 
 #include <memory>
+#include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/result.h"
@@ -17,6 +19,15 @@
 
 namespace ggflow::runtime {
 
+// A LoRA adapter to apply (--lora FILE[:SCALE]): builder/lora.h.
+struct LoraSpec {
+  std::string path;
+  float scale = 1.0f;
+};
+// "FILE" or "FILE:SCALE" (llama.cpp's --lora / --lora-scaled in one). Errors: no file, a scale
+// that is not a finite number.
+Result<LoraSpec> parse_lora_spec(std::string_view arg);
+
 class ModelFile {
  public:
   // Errors: the file (named, with the byte offset), the architecture, a missing, mistyped or
@@ -24,7 +35,10 @@ class ModelFile {
   // count or vocabulary that does not match the tensors), a missing or wrong-shaped tensor, a NaN
   // or Inf in any weight (a float element, or the scale of a quantized block). Each names the key
   // or tensor; nothing is left to fail when a token first reaches the broken part.
-  static Result<std::shared_ptr<const ModelFile>> open(const std::string& path, const builder::BuildOptions& opt = {});
+  // `loras`: adapters built into the graph unmerged (adapter i: the input lora_scale_i); each
+  // sequence picks one or none at run time. Errors also: an adapter that does not fit (lora.h).
+  static Result<std::shared_ptr<const ModelFile>> open(const std::string& path, const builder::BuildOptions& opt = {},
+                                                       std::span<const LoraSpec> loras = {});
 
   const gguf::File& file() const { return file_; }
   const std::string& path() const { return file_.path(); }
@@ -33,6 +47,10 @@ class ModelFile {
   // The training context ({arch}.context_length), or 4096 when the file has none.
   int64_t n_ctx_train() const { return hp_.n_ctx_train > 0 ? hp_.n_ctx_train : 4096; }
   bool flash_attn() const { return opt_.flash_attn; }
+  // The adapters, in the order given: each one's file and factor (scale · alpha / rank).
+  size_t n_loras() const { return opt_.loras.size(); }
+  const builder::LoraAdapter& lora(size_t i) const { return *opt_.loras[i]; }
+  const std::vector<float>& lora_factors() const { return lora_factors_; }
   // Bytes per KV cache element: 4 (f32) or 2 (f16, BuildOptions::kv_type).
   int64_t kv_elem_bytes() const { return opt_.kv_type == gguf::GgmlType::F16 ? 2 : 4; }
 
@@ -45,6 +63,7 @@ class ModelFile {
   ModelFile(gguf::File f) : file_(std::move(f)) {}
   gguf::File file_;
   builder::BuildOptions opt_;
+  std::vector<float> lora_factors_;
   builder::HParams hp_;
   ir::Model raw_;
 };

@@ -30,6 +30,8 @@ struct ScheduledBatch {
   std::vector<int32_t> block_indices_begins;   // i32 [B+1]: prefix sums of table lengths, from 0
   int32_t max_context_len = 0;                 // max over s of past_lens[s] + n_s
   std::vector<int32_t> sampled_tokens_indices; // [R]: rows (into T) that need logits, ascending
+  std::vector<uint64_t> lora;                  // [B] or empty: LoRA adapters of each subsequence,
+                                               // a mask, 0 none (runtime/lora_inputs.h)
 
   // Bookkeeping for the engine and for tests (not model inputs).
   std::vector<uint64_t> seq_ids;               // [B]: request of each subsequence

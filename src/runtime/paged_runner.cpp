@@ -21,11 +21,11 @@ Result<std::unique_ptr<PagedRunner>> PagedRunner::create(const ModelFile& file, 
                                                          const CompileOptions& options) {
   auto m = file.layout_model(transforms::Layout::paged);
   if (!m) return m.error();
-  return from_model(std::move(*m), file.n_vocab(), num_blocks, options);
+  return from_model(std::move(*m), file.n_vocab(), num_blocks, options, file.lora_factors());
 }
 
 Result<std::unique_ptr<PagedRunner>> PagedRunner::from_model(ir::Model model, int64_t n_vocab, int32_t num_blocks,
-                                                             const CompileOptions& options) {
+                                                             const CompileOptions& options, std::vector<float> lora_factors) {
   if (num_blocks <= 0) return make_error("the KV cache needs at least one block", "raise the number of blocks");
   auto cm = compile(std::move(model), options);
   if (!cm) return cm.error();
@@ -39,6 +39,7 @@ Result<std::unique_ptr<PagedRunner>> PagedRunner::from_model(ir::Model model, in
                           {&r->in_sb_, "subsequence_begins"}, {&r->in_bi_, "block_indices"},
                           {&r->in_bib_, "block_indices_begins"}, {&r->in_max_, "max_context_len"},
                           {&r->in_sampled_, "sampled_tokens_indices"}}); !st) return st.error();
+  if (auto st = r->lora_in_.bind(c, std::move(lora_factors)); !st) return st.error();
   auto lo = c.output("logits");
   if (!lo) return lo.error();
   r->out_logits_ = *lo;
@@ -58,6 +59,20 @@ Result<LogitsRows> PagedRunner::forward(const ScheduledBatch& b) {
   ints(inputs_[in_bib_], type(in_bib_), {B + 1}, b.block_indices_begins);           // [B+1]
   ints(inputs_[in_max_], type(in_max_), {}, std::span<const int32_t>(&b.max_context_len, 1));
   ints(inputs_[in_sampled_], type(in_sampled_), {R}, b.sampled_tokens_indices);     // [R]
+  if (lora_in_.size() > 0) {
+    if (!b.lora.empty() && static_cast<int64_t>(b.lora.size()) != B)
+      return make_error("PagedRunner: the batch names LoRA adapters for " + std::to_string(b.lora.size()) + " of its " + std::to_string(B) +
+                        " subsequences", "give one adapter mask per subsequence");
+    token_lora_.assign(static_cast<size_t>(T), 0);
+    for (int64_t s = 0; s < static_cast<int64_t>(b.lora.size()); ++s) {
+      if (auto st = lora_in_.check(b.lora[s]); !st) return st.error();
+      std::fill(token_lora_.begin() + b.subsequence_begins[s], token_lora_.begin() + b.subsequence_begins[s + 1], b.lora[s]);
+    }
+    lora_in_.fill(inputs_, {T}, token_lora_);                                         // f32 [T]
+  } else {
+    for (uint64_t a : b.lora)
+      if (auto st = lora_in_.check(a); !st) return st.error();
+  }
   if (kv_poison_enabled())  // debug: the blocks handed out again hold NaN until this step writes them
     for (int32_t block : b.fresh_blocks) cm_->poison_cache_rows(block, 1);
   if (auto s = cm_->run(inputs_); !s) return s.error();
@@ -94,6 +109,7 @@ Result<LogitsRows> PagedRunner::step(const std::vector<Chunk>& chunks) {
       b.position_ids.push_back(static_cast<int32_t>(s.past + i));
     }
     b.past_lens.push_back(static_cast<int32_t>(s.past));
+    b.lora.push_back(c.lora);
     b.subsequence_begins.push_back(b.subsequence_begins.back() + static_cast<int32_t>(n));
     b.sampled_tokens_indices.push_back(b.subsequence_begins.back() - 1);  // the chunk's last row
     b.block_indices.insert(b.block_indices.end(), table.begin(), table.end());

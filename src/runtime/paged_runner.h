@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "runtime/compiled_model.h"
+#include "runtime/lora_inputs.h"
 #include "runtime/model_file.h"
 #include "runtime/paged_batch.h"
 
@@ -27,13 +28,15 @@ class PagedRunner final : public BatchRunner {
   static Result<std::unique_ptr<PagedRunner>> create(const ModelFile& file, int32_t num_blocks,
                                                      const CompileOptions& options = {});
   // A paged model already converted (tests).
+  // `lora_factors`: the model's LoRA adapters (ModelFile::lora_factors()).
   static Result<std::unique_ptr<PagedRunner>> from_model(ir::Model model, int64_t n_vocab, int32_t num_blocks,
-                                                         const CompileOptions& options = {});
+                                                         const CompileOptions& options = {}, std::vector<float> lora_factors = {});
 
   Result<LogitsRows> forward(const ScheduledBatch& batch) override;
   int64_t n_vocab() const { return n_vocab_; }
   int32_t num_blocks() const { return static_cast<int32_t>(cm_->cache_rows()); }
   const CompiledModel& compiled() const { return *cm_; }
+  const LoraInputs& lora_inputs() const { return lora_in_; }
 
   // Self-managed block tables.
   int add_sequence();                            // a new empty sequence, its id
@@ -41,6 +44,7 @@ class PagedRunner final : public BatchRunner {
   struct Chunk {
     int seq;
     std::vector<int32_t> tokens;                 // a prefill chunk or one decode token
+    uint64_t lora = 0;                           // its LoRA adapters (a mask, lora_inputs.h)
   };
   // One step over all chunks (one per sequence); the logits row of each chunk's last token, in order.
   Result<LogitsRows> step(const std::vector<Chunk>& chunks);
@@ -52,6 +56,8 @@ class PagedRunner final : public BatchRunner {
   size_t in_ids_ = 0, in_pos_ = 0, in_past_ = 0, in_sb_ = 0, in_bi_ = 0, in_bib_ = 0, in_max_ = 0, in_sampled_ = 0;
   size_t out_logits_ = 0;
   std::vector<ir::Tensor> inputs_;
+  LoraInputs lora_in_;
+  std::vector<uint64_t> token_lora_;  // per token of the step: its sequence's adapters
   struct Seq {
     int64_t past = 0;
     std::vector<int32_t> blocks;

@@ -20,6 +20,7 @@ Result<std::unique_ptr<RawRunner>> RawRunner::create(const ModelFile& file, cons
                           {&r->in_out_ids_, "inp_out_ids"}, {&r->in_kv_idxs_, "self_kv_idxs"}}); !st) return st.error();
   if (auto i = c.input("self_kq_mask")) r->in_mask_ = static_cast<int>(*i);
   if (auto i = c.input("self_kq_mask_swa")) r->in_mask_swa_ = static_cast<int>(*i);
+  if (auto st = r->lora_in_.bind(c, file.lora_factors()); !st) return st.error();
   auto lo = c.output("logits");
   if (!lo) return lo.error();
   r->out_logits_ = *lo;
@@ -45,6 +46,7 @@ Result<std::span<const float>> RawRunner::step(std::span<const int32_t> tokens, 
   inputs_[in_pos_] = ir::Tensor::i32({1, 1, 1, T}, pos);
   inputs_[in_out_ids_] = ir::Tensor::i32({1, 1, 1, O}, outs);
   inputs_[in_kv_idxs_] = ir::Tensor::i64({1, 1, 1, T}, pos);
+  lora_in_.fill(inputs_, {1, 1, T, 1}, std::vector<uint64_t>(T, lora_));  // f32 [1,1,T,1]
   const float ninf = -std::numeric_limits<float>::infinity();
   for (auto [at, swa] : {std::pair{in_mask_, false}, {in_mask_swa_, true}}) {
     if (at < 0) continue;

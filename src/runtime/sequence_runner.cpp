@@ -33,6 +33,7 @@ class SdpaRunner final : public SequenceRunner {
     r->cm_ = std::move(*cm);
     if (auto st = r->cm_->bind_inputs({{&r->in_ids_, "input_ids"}, {&r->in_mask_, "attention_mask"},
                             {&r->in_pos_, "position_ids"}, {&r->in_beam_, "beam_idx"}}); !st) return st.error();
+    if (auto st = r->lora_in_.bind(*r->cm_, file.lora_factors()); !st) return st.error();
     auto lo = r->cm_->output("logits");
     if (!lo) return lo.error();
     r->out_logits_ = *lo;
@@ -49,6 +50,7 @@ class SdpaRunner final : public SequenceRunner {
     inputs_[in_mask_] = ir::Tensor::i64({1, past_ + T}, std::vector<int64_t>(past_ + T, 1));  // i64 [1,P+T]
     inputs_[in_pos_] = ir::Tensor::i64({1, T}, pos);                                         // i64 [1,T]
     inputs_[in_beam_] = ir::Tensor::i32({1}, {0});                                           // i32 [1]
+    lora_in_.fill(inputs_, {1, T}, std::vector<uint64_t>(T, lora_));                          // f32 [1,T]
     if (auto s = cm_->run(inputs_); !s) return s.error();
     const ir::Tensor& l = cm_->output(out_logits_);                                          // f32 [1,1,V]
     if (l.type() != ir::ElementType::f32 || l.numel() != n_vocab_)
@@ -81,11 +83,12 @@ class PagedSequenceRunner final : public SequenceRunner {
     r->n_ctx_ = opt.n_ctx > 0 ? opt.n_ctx : file.n_ctx_train();
     r->p_ = std::move(*p);
     r->seq_ = r->p_->add_sequence();
+    r->lora_in_ = r->p_->lora_inputs();
     return std::unique_ptr<SequenceRunner>(std::move(r));
   }
   Result<std::span<const float>> step(std::span<const int32_t> tokens) override {
     if (auto s = check_step(tokens); !s) return s.error();
-    auto r = p_->step({{seq_, std::vector<int32_t>(tokens.begin(), tokens.end())}});
+    auto r = p_->step({{seq_, std::vector<int32_t>(tokens.begin(), tokens.end()), lora_}});
     if (!r) return r.error();
     row_ = std::move(*r);
     return row_.row(0);

@@ -15,6 +15,7 @@
 
 #include "base/result.h"
 #include "runtime/compiled_model.h"
+#include "runtime/lora_inputs.h"
 #include "runtime/model_file.h"
 #include "transforms/layouts.h"
 
@@ -31,11 +32,20 @@ class SequenceRunner {
   virtual const CompiledModel& compiled() const = 0;
   int64_t n_vocab() const { return n_vocab_; }
   int64_t n_ctx() const { return n_ctx_; }
+  // The LoRA adapters of the following steps: bit i = ModelFile's adapter i (0, the default:
+  // none). Errors: no such adapter.
+  Status set_lora(uint64_t mask) {
+    if (auto s = lora_in_.check(mask); !s) return s;
+    lora_ = mask;
+    return {};
+  }
 
  protected:
   // The checks every layout makes before it runs `tokens`.
   Status check_step(std::span<const int32_t> tokens) const;
   int64_t n_vocab_ = 0, n_ctx_ = 0;
+  LoraInputs lora_in_;
+  uint64_t lora_ = 0;
 };
 
 struct RunnerOptions {

@@ -32,11 +32,11 @@ int64_t BlockManager::kv_bytes_per_block(int64_t kv_elems_per_token, int64_t ele
   return kBlockSize * kv_elems_per_token * elem_bytes;
 }
 
-PrefixMatch BlockManager::match_prefix(std::span<const int32_t> tokens) const {
+PrefixMatch BlockManager::match_prefix(std::span<const int32_t> tokens, uint64_t lora) const {
   PrefixMatch m;
   if (!caching_ || tokens.empty()) return m;
   const size_t max_blocks = (tokens.size() - 1) / kBlockSize;  // keep >= 1 token to compute
-  uint64_t parent = PrefixCache::kRootHash;
+  uint64_t parent = PrefixCache::root_hash(lora);
   for (size_t i = 0; i < max_blocks; ++i) {
     auto blk = tokens.subspan(i * kBlockSize, kBlockSize);
     const uint64_t h = PrefixCache::hash_block(parent, blk);
@@ -96,14 +96,14 @@ bool BlockManager::allocate(RequestId seq, int64_t num_tokens, const PrefixMatch
   return true;
 }
 
-void BlockManager::commit(RequestId seq, std::span<const int32_t> tokens, int64_t num_computed) {
+void BlockManager::commit(RequestId seq, std::span<const int32_t> tokens, int64_t num_computed, uint64_t lora) {
   if (!caching_) return;
   auto it = seqs_.find(seq);
   GGFLOW_CHECK(it != seqs_.end(), "commit for a sequence without blocks");
   SeqBlocks& s = it->second;
   GGFLOW_CHECK(num_computed <= int64_t(s.table.size()) * kBlockSize, "computed tokens beyond the table");
   for (size_t i = s.hashes.size(); int64_t(i + 1) * kBlockSize <= num_computed; ++i) {
-    const uint64_t parent = i == 0 ? PrefixCache::kRootHash : s.hashes[i - 1];
+    const uint64_t parent = i == 0 ? PrefixCache::root_hash(lora) : s.hashes[i - 1];
     auto blk = tokens.subspan(i * kBlockSize, kBlockSize);
     const uint64_t h = PrefixCache::hash_block(parent, blk);
     s.hashes.push_back(h);

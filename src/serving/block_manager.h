@@ -56,7 +56,7 @@ class BlockManager {
 
   // The longest run of cached full blocks that `tokens` starts with, leaving at least one token
   // uncovered (the last token must be computed to get logits). Empty when caching is off.
-  PrefixMatch match_prefix(std::span<const int32_t> tokens) const;
+  PrefixMatch match_prefix(std::span<const int32_t> tokens, uint64_t lora = 0) const;
 
   // Blocks `allocate(seq, num_tokens, match)` would take out of num_free().
   int32_t blocks_needed(RequestId seq, int64_t num_tokens, const PrefixMatch* match = nullptr) const;
@@ -66,7 +66,7 @@ class BlockManager {
   bool allocate(RequestId seq, int64_t num_tokens, const PrefixMatch* match = nullptr);
   // Records that the first `num_computed` of `tokens` are now in cache: blocks that just became
   // full enter the prefix cache (if caching is on and their hash is not cached yet).
-  void commit(RequestId seq, std::span<const int32_t> tokens, int64_t num_computed);
+  void commit(RequestId seq, std::span<const int32_t> tokens, int64_t num_computed, uint64_t lora = 0);
   // Speculative decoding's rollback: seq's table shrinks to cover `num_tokens` tokens; the blocks
   // past them (written only by rejected draft tokens: never full-and-computed, so never cached or
   // shared) go back to the free stack, last first.

@@ -18,6 +18,10 @@ PrefixCache::PrefixCache(int32_t num_blocks, int32_t block_size)
       prev_(size_t(num_blocks), -1),
       next_(size_t(num_blocks), -1) {}
 
+uint64_t PrefixCache::root_hash(uint64_t lora) {
+  return lora == 0 ? kRootHash : XXH3_64bits_withSeed(&lora, sizeof lora, kRootHash);
+}
+
 uint64_t PrefixCache::hash_block(uint64_t parent, std::span<const int32_t> tokens) {
   return XXH3_64bits_withSeed(tokens.data(), tokens.size_bytes(), parent);
 }

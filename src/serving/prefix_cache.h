@@ -30,6 +30,10 @@ class PrefixCache {
 
   PrefixCache(int32_t num_blocks, int32_t block_size);
 
+  // The parent hash of a sequence's first block: kRootHash, or for a sequence computed with LoRA
+  // adapters (their mask, runtime/lora_inputs.h) a root of its own, so that K/V computed under
+  // one adapter set is never found for another.
+  static uint64_t root_hash(uint64_t lora);
   // hash of a full block given its parent's hash; `tokens` has exactly block_size entries.
   static uint64_t hash_block(uint64_t parent, std::span<const int32_t> tokens);
 

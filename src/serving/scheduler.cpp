@@ -69,7 +69,7 @@ void Scheduler::admit(Plan& plan) {
   while (!waiting_.empty() && plan.budget > 0 && int64_t(running_.size()) < cfg_.max_num_seqs) {
     Sequence* s = waiting_.front();
     // Prompt log-probabilities need every prompt row computed: no prefix match for them.
-    const PrefixMatch match = s->wants_prompt_rows() ? PrefixMatch{} : blocks_.match_prefix(s->tokens);
+    const PrefixMatch match = s->wants_prompt_rows() ? PrefixMatch{} : blocks_.match_prefix(s->tokens, s->params.lora);
     const int64_t start = match.num_tokens();
     const int64_t n = std::min<int64_t>(s->len() - start, plan.budget);
     if (!blocks_.allocate(s->id, start + n, &match)) break;  // FCFS: later requests wait behind it
@@ -148,6 +148,7 @@ ScheduledBatch Scheduler::build_batch(const std::vector<ScheduledChunk>& chunks,
     GGFLOW_CHECK(int64_t(table.size()) == BlockManager::blocks_for_tokens(end), "block table does not cover the chunk");
     b.block_indices.insert(b.block_indices.end(), table.begin(), table.end());
     b.past_lens.push_back(int32_t(past));
+    b.lora.push_back(s.params.lora);
     b.subsequence_begins.push_back(int32_t(b.input_ids.size()));
     b.block_indices_begins.push_back(int32_t(b.block_indices.size()));
     b.max_context_len = std::max(b.max_context_len, int32_t(end));
@@ -164,13 +165,13 @@ void Scheduler::commit(const SchedulerOutput& out) {
   for (const ScheduledChunk& c : out.chunks) {
     if (c.num_draft > 0) continue;  // commit_verified, once the engine knows what was accepted
     c.seq->num_computed += c.num_tokens;
-    blocks_.commit(c.seq->id, c.seq->tokens, c.seq->num_computed);
+    blocks_.commit(c.seq->id, c.seq->tokens, c.seq->num_computed, c.seq->params.lora);
   }
 }
 
 void Scheduler::commit_verified(Sequence* seq, int64_t num_tokens) {
   seq->num_computed += num_tokens;
-  blocks_.commit(seq->id, seq->tokens, seq->num_computed);
+  blocks_.commit(seq->id, seq->tokens, seq->num_computed, seq->params.lora);
   blocks_.truncate(seq->id, seq->num_computed);
 }
 

@@ -61,6 +61,10 @@ Result<RequestId> ContinuousBatchingEngine::add_request(std::vector<int32_t> pro
                      str(cfg_.vocab_size) + " tokens)",
                  "tokenize with the model's tokenizer");
   if (params.max_tokens < 1) return bad("max_tokens = " + str(params.max_tokens) + " must be >= 1", "");
+  if (cfg_.num_loras < 64 && (params.lora >> cfg_.num_loras) != 0)
+    return bad("LoRA adapter mask " + std::to_string(params.lora) + " names an adapter the model does not have (it has " +
+                   str(cfg_.num_loras) + ")",
+               "pick among the loaded adapters");
   for (int32_t t : params.stop_token_ids)
     if (t < 0 || (cfg_.vocab_size > 0 && t >= cfg_.vocab_size))
       return bad("stop token id " + str(t) + " is outside the vocabulary", "use ids from the model's tokenizer");

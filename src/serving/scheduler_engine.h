@@ -34,6 +34,7 @@ struct EngineConfig {
   int64_t max_model_len = 0;       // context limit; 0: the pool's capacity. Never above it.
   bool enable_prefix_caching = true;
   int64_t vocab_size = 0;          // > 0: token ids are checked against it
+  int32_t num_loras = 0;           // LoRA adapters of the model (RequestParams::lora is checked against it)
   SpecConfig spec;                 // speculative decoding (with set_proposer)
 };
 

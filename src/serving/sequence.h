@@ -53,6 +53,9 @@ struct RequestParams {
   // from the logits row of the position before it; such a prompt is computed in full (the prefix
   // cache is not matched for it, so every row exists).
   int32_t prompt_logprobs = -1;
+  // The LoRA adapters this request runs with: bit i = the model's adapter i (runtime/lora_inputs.h);
+  // 0: the base model. Its K/V are cached apart from other adapter sets (PrefixCache::root_hash).
+  uint64_t lora = 0;
 };
 
 // Sets `sample` of `rp` to a text::Sampler (its penalties and per-request RNG). The sampler is

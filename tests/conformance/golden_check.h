@@ -90,18 +90,21 @@ inline std::vector<std::vector<float>> run(runtime::RawRunner& r, const json& g)
   return rows;
 }
 
-// Every row of the golden against ggflow's raw runner on `path` (teacher forcing).
+// Every row of the golden against ggflow's raw runner on `path` (teacher forcing), with every
+// adapter of `loras` applied.
 inline void check_golden(const json& g, const std::string& path, const Limits& lim,
-                         runtime::Executor executor = runtime::Executor::ref, const builder::BuildOptions& build = {}) {
+                         runtime::Executor executor = runtime::Executor::ref, const builder::BuildOptions& build = {},
+                         std::span<const runtime::LoraSpec> loras = {}) {
   const std::string name = g["model"].get<std::string>();
   const double tie_eps = lim.tie_eps > 0 ? lim.tie_eps : executor == runtime::Executor::ref ? kTieEps : kCpuTieEps;
   auto t0 = std::chrono::steady_clock::now();
-  auto file = runtime::ModelFile::open(path, build);
+  auto file = runtime::ModelFile::open(path, build, loras);
   ASSERT_TRUE(file) << file.error().str();
   runtime::RunnerOptions opt;
   opt.compile.executor = executor;
   auto r = runtime::RawRunner::create(**file, opt);
   ASSERT_TRUE(r) << r.error().str();
+  ASSERT_TRUE((*r)->set_lora((uint64_t(1) << loras.size()) - 1));
   ASSERT_EQ((*r)->hparams().n_vocab, g["n_vocab"].get<int64_t>());
   std::printf("%s on %s\n", name.c_str(), (*r)->compiled().describe().c_str());
   auto rows = run(**r, g);

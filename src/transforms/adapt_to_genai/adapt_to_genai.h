@@ -29,6 +29,9 @@
 namespace ggflow::transforms {
 
 inline constexpr const char* kSlidingWindow = "sliding_window";  // rt_info of the SWA mask (int64)
+// The per-token LoRA factor inputs (builder/lora.h: lora_scale_0, lora_scale_1, ...), under the same
+// names in every layout: raw f32 [1,1,T,1], SDPA [B,S], paged [T].
+std::string lora_scale_name(size_t i);
 
 // What the adaptation needs from the model file (runtime/model_file.h reads it).
 struct GenAIOptions {

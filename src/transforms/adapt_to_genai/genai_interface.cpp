@@ -8,6 +8,8 @@
 //   self_kq_mask = Select(key <= pos && attention_mask[key] != 0, 0, -inf)  f32 [B,1,S,KV]
 //   self_kq_mask_swa: the same AND pos - key < window; rt_info "sliding_window" = window
 //   logits       = Result <- MatMul(Squeeze(x, axis 1) [B,1,E], W)           [B,1,V]
+//   lora_scale_I = Reshape(lora_scale_I [?B, ?S] f32, {0,1,-1,1})             [B,1,S,1]: a factor
+//                  per token, shaped as the activations [B,1,S,E] (LoRA adapters, builder/lora.h)
 // The mask ops are intended outer products of positions [.,.,S,1] and keys [KV]: they say so with
 // rt_info allow_outer_broadcast (the verifier refuses unmarked ones).
 #include <limits>
@@ -18,6 +20,8 @@
 #include "transforms/lm_head.h"
 
 namespace ggflow::transforms {
+
+std::string lora_scale_name(size_t i) { return "lora_scale_" + std::to_string(i); }
 
 namespace {
 
@@ -58,6 +62,17 @@ class GenAIInterface : public pattern::Pass {
     if (auto p = m.parameter("inp_pos")) replace_param(rw, p, as_type(pos4, p->out_type()));
     if (auto p = m.parameter("self_kv_idxs")) replace_param(rw, p, as_type(pos4, p->out_type()));
 
+    // LoRA factors: one per token, as position_ids
+    std::vector<ir::NodePtr> lora;
+    for (size_t i = 0;; ++i) {
+      ir::NodePtr p = m.parameter(lora_scale_name(i));
+      if (!p) break;
+      auto np = o::parameter(ir::ElementType::f32, {B, S}, lora_scale_name(i));  // f32 [B,S]
+      np->out_names().insert(np->name());
+      replace_param(rw, p, o::reshape(np, {0, 1, -1, 1}, true));                         // [B,1,S,1]
+      lora.push_back(np);
+    }
+
     // masks
     auto qpos = o::reshape(position_ids, {0, 1, -1, 1}, true);                            // i64 [B,1,S,1]
     auto kv_len = o::gather(o::shape_of(attention_mask), o::scalar_i64(1), 0);            // i64 []
@@ -86,6 +101,7 @@ class GenAIInterface : public pattern::Pass {
     }
     if (auto s = fix_lm_head(rw); !s) return s.error();
     std::vector<ir::NodePtr> params = {input_ids, attention_mask, position_ids, beam_idx};
+    params.insert(params.end(), lora.begin(), lora.end());
     for (auto& p : m.parameters()) params.push_back(p);
     m.parameters() = params;
     log_.push_back("GenAIInterface: applied");

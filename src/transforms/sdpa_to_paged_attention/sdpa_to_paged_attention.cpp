@@ -118,6 +118,15 @@ Result<bool> SDPAToPagedAttention::run(ir::Model& m) {
     rw.remove_parameter(old);
     front.push_back(p);
   }
+  // LoRA factors f32 [B,S] -> [T], Unsqueeze(1) [T,1], as the ids
+  for (size_t i = 0;; ++i) {
+    ir::NodePtr old = m.parameter(lora_scale_name(i));
+    if (!old) break;
+    ir::NodePtr p = param(ir::ElementType::f32, {T}, lora_scale_name(i));
+    (void)rw.replace_value(ir::Value(old, 0), o::unsqueeze(p, {1}), false);               // f32 [T,1]
+    rw.remove_parameter(old);
+    front.push_back(p);
+  }
   // re-infer: every activation now has its tokens on axis 0 ([T,1,1,E]), q below becomes [T, H·D]
   if (auto s = m.infer(); !s)
     return make_error("SDPAToPagedAttention: the graph does not take input_ids [T]: " + s.error().what, s.error().hint);
