@@ -43,7 +43,7 @@ struct BuildOptions {
   gguf::GgmlType kv_type = gguf::GgmlType::F32;
   // LoRA adapters (open_lora against the same file), applied unmerged: adapter i's delta is
   // weighted per token by the input lora_scale_i.
-  std::vector<std::shared_ptr<const LoraAdapter>> loras;
+  std::vector<std::shared_ptr<const LoraAdapter>> loras = {};
 };
 
 struct BuiltModel {

@@ -81,9 +81,10 @@ void check_adapter_golden(const std::string& name) {
     while (same < want.size() && (*got)[same] == want[same]) ++same;
     std::printf("lora %s on %s: greedy equal to llama.cpp's for %zu/%zu tokens\n", name.c_str(), transforms::to_string(layout), same,
                 want.size());
-    if (same < want.size())
+    if (same < want.size()) {
       EXPECT_LT(margins[same], conformance::kCpuTieEps) << name << " on " << transforms::to_string(layout) << ": greedy token " << same
                                                         << " is " << (*got)[same] << ", llama.cpp chose " << want[same];
+    }
     // without the adapter, the same runner gives the base model's continuation
     (*r)->reset();
     ASSERT_TRUE((*r)->set_lora(0));
@@ -134,8 +135,11 @@ TEST(LoraConformance, LayoutsIdenticalAndUnselectedIsBase) {
     auto r = runtime::open_sequence_runner(**with, layout);
     ASSERT_TRUE(r) << r.error().str();
     auto both = rows(**r, prompt, 3);
-    if (first.empty()) first = both;
-    else EXPECT_TRUE(same_bits(first, both)) << transforms::to_string(layout) << " differs from raw with adapters a + b";
+    if (first.empty()) {
+      first = both;
+    } else {
+      EXPECT_TRUE(same_bits(first, both)) << transforms::to_string(layout) << " differs from raw with adapters a + b";
+    }
     EXPECT_FALSE(same_bits(both, rows(**r, prompt, 1))) << "adapter b changed nothing";
     auto none = rows(**r, prompt, 0);
     auto p = runtime::open_sequence_runner(**plain, layout);
@@ -204,8 +208,12 @@ TEST(LoraAdapterFile, Refusals) {
     w.set_str("adapter.type", "lora");
     w.set_f32("adapter.lora.alpha", 16.0f);
     for (const auto& p : pairs) {
-      if (p.a0) EXPECT_TRUE(w.add_tensor_f32(p.weight + ".lora_a", {p.a0, p.a1}, std::vector<float>(p.a0 * p.a1, 0.01f)));
-      if (p.b0) EXPECT_TRUE(w.add_tensor_f32(p.weight + ".lora_b", {p.b0, p.b1}, std::vector<float>(p.b0 * p.b1, 0.01f)));
+      if (p.a0) {
+        EXPECT_TRUE(w.add_tensor_f32(p.weight + ".lora_a", {p.a0, p.a1}, std::vector<float>(p.a0 * p.a1, 0.01f)));
+      }
+      if (p.b0) {
+        EXPECT_TRUE(w.add_tensor_f32(p.weight + ".lora_b", {p.b0, p.b1}, std::vector<float>(p.b0 * p.b1, 0.01f)));
+      }
     }
     for (const auto& t : extra) EXPECT_TRUE(w.add_tensor_f32(t, {4}, std::vector<float>(4, 1.0f)));
     const std::string path = dir + "/lora-" + name + ".gguf";

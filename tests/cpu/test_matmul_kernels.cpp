@@ -249,7 +249,7 @@ void run_case(const Shape& s, std::mt19937& rng, double* worst_err) {
 
 std::vector<int64_t> ks_for(GgmlType t) {
   switch (act_format(t)) {
-    case ActFormat::f32: return {1, 7, 16, 33, 100, 576};
+    case ActFormat::f32: return {1, 7, 16, 33, 100, 300, 576};
     case ActFormat::qa32: return {32, 64, 160, 576};
     default: return {256, 512, 768};
   }
@@ -266,7 +266,7 @@ TEST(MatmulKernels, Sweep) {
     double worst = 0;
     for (int64_t K : ks_for(t))
       for (int64_t N : {1, 3, 17, 33})
-        for (int64_t T : {1, 2, 5, 9, 17}) run_case({t, K, N, T}, rng, &worst);
+        for (int64_t T : {1, 2, 5, 8, 9, 17}) run_case({t, K, N, T}, rng, &worst);
     std::printf("  %-5s worst error vs f64 oracle %.3g (bound %.3g)\n", std::string(gguf::traits(t).name).c_str(),
                 worst, bound_for(t));
   }

@@ -551,35 +551,62 @@ inline void transpose16(const __m512* r, float (*out)[16]) {
   }
 }
 
+// A row group's weights are transposed once per panel of kPanelF columns (lanes over rows) and
+// every token tile passes over the panel; a tile's running sums wait in C between panels (an f32
+// store and load are exact, and each element's chain still runs k = 0, 1, ... in order).
+constexpr int64_t kPanelF = 256;
+static_assert(kTT == 8, "gemm_f's switch covers tiles of 1..8 tokens");
+
+// acc[t] = fma(w[k], x_t[k], acc[t]) for k in [0, kp), the N chains interleaved.
+template <int N>
+inline void panel_fma(const float (*tb)[16], int64_t kp, const uint8_t* x, size_t xrb, __m512* acc) {
+  __m512 a[N];
+  for (int t = 0; t < N; ++t) a[t] = acc[t];
+  for (int64_t kk = 0; kk < kp; ++kk) {
+    const __m512 w = _mm512_load_ps(tb[kk]);
+    for (int t = 0; t < N; ++t) a[t] = _mm512_fmadd_ps(w, _mm512_set1_ps(ldf(x + t * xrb + 4 * kk)), a[t]);
+  }
+  for (int t = 0; t < N; ++t) acc[t] = a[t];
+}
+
 template <GgmlType kT>
 void gemm_f(const uint8_t* W, size_t wrb, int64_t K, const uint8_t* X, size_t xrb, int64_t T, float* C, int64_t ldc,
             int64_t n0, int64_t n1) {
   constexpr int eb = kT == GgmlType::F32 ? 4 : 2;
   for_row_groups(W, wrb, n0, n1, (K + 15) / 16, [&](const Rows16& R, int64_t n) {
-    alignas(64) float tb[16][16];
-    for (int64_t t0 = 0; t0 < T; t0 += kTT) {
-      const int tt = static_cast<int>(T - t0 < kTT ? T - t0 : kTT);
-      __m512 acc[kTT];
-      for (int t = 0; t < kTT; ++t) acc[t] = _mm512_setzero_ps();
-      for (int64_t k0 = 0; k0 < K; k0 += 16) {
-        const int kc = static_cast<int>(K - k0 < 16 ? K - k0 : 16);
+    alignas(64) float tb[kPanelF][16];
+    for (int64_t p0 = 0; p0 < K; p0 += kPanelF) {
+      const int64_t kp = K - p0 < kPanelF ? K - p0 : kPanelF;
+      for (int64_t k0 = 0; k0 < kp; k0 += 16) {
+        const int kc = static_cast<int>(kp - k0 < 16 ? kp - k0 : 16);
         R.prefetch_step();
         if (kc == 16) {
           __m512 r[16];
-          for (int i = 0; i < 16; ++i) r[i] = loadw16<kT>(R.r[i] + k0 * eb);
-          transpose16(r, tb);
+          for (int i = 0; i < 16; ++i) r[i] = loadw16<kT>(R.r[i] + (p0 + k0) * eb);
+          transpose16(r, tb + k0);
         } else {
           for (int kk = 0; kk < kc; ++kk)
-            for (int i = 0; i < 16; ++i) tb[kk][i] = loadw1<kT>(R.r[i] + (k0 + kk) * eb);
-        }
-        for (int t = 0; t < tt; ++t) {
-          const uint8_t* x = X + (t0 + t) * xrb + k0 * 4;
-          __m512 a = acc[t];
-          for (int kk = 0; kk < kc; ++kk) a = _mm512_fmadd_ps(_mm512_load_ps(tb[kk]), _mm512_set1_ps(ldf(x + 4 * kk)), a);
-          acc[t] = a;
+            for (int i = 0; i < 16; ++i) tb[k0 + kk][i] = loadw1<kT>(R.r[i] + (p0 + k0 + kk) * eb);
         }
       }
-      for (int t = 0; t < tt; ++t) _mm512_mask_storeu_ps(C + (t0 + t) * ldc + n, R.mask, acc[t]);
+      for (int64_t t0 = 0; t0 < T; t0 += kTT) {
+        const int tt = static_cast<int>(T - t0 < kTT ? T - t0 : kTT);
+        __m512 acc[kTT];
+        for (int t = 0; t < tt; ++t)
+          acc[t] = p0 == 0 ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(R.mask, C + (t0 + t) * ldc + n);
+        const uint8_t* x = X + t0 * xrb + p0 * 4;
+        switch (tt) {  // the tile's chains interleaved (one FMA's latency hidden by the others)
+          case 8: panel_fma<8>(tb, kp, x, xrb, acc); break;
+          case 7: panel_fma<7>(tb, kp, x, xrb, acc); break;
+          case 6: panel_fma<6>(tb, kp, x, xrb, acc); break;
+          case 5: panel_fma<5>(tb, kp, x, xrb, acc); break;
+          case 4: panel_fma<4>(tb, kp, x, xrb, acc); break;
+          case 3: panel_fma<3>(tb, kp, x, xrb, acc); break;
+          case 2: panel_fma<2>(tb, kp, x, xrb, acc); break;
+          default: panel_fma<1>(tb, kp, x, xrb, acc); break;
+        }
+        for (int t = 0; t < tt; ++t) _mm512_mask_storeu_ps(C + (t0 + t) * ldc + n, R.mask, acc[t]);
+      }
     }
   });
 }
