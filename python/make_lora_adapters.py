@@ -37,12 +37,14 @@ base, and prints the sha256 of each file. Idempotent: the same arguments give th
 usage: make_lora_adapters.py [--models-dir models/]
 """
 import argparse
-import hashlib
 import os
 import sys
 
 import numpy as np
 import gguf
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from link_models import sha256  # noqa: E402  (python/, next to this script)
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 BASE = "smollm2-135m-instruct-q4_1.gguf"
@@ -125,13 +127,6 @@ def check_adapter(path, arch, shapes, rank, alpha, dtype, targets, n_layer):
         assert a[1] == b[0] == rank, (name, a, b)  # lora_a.ne1 == lora_b.ne0 (rank)
     return len(pairs)
 
-
-def sha256(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def main():

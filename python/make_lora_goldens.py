@@ -33,13 +33,16 @@ the libllama.so it builds:
 usage: make_lora_goldens.py [--models-dir models/] [--only a|b|a-half]
 """
 import argparse
-import hashlib
 import json
 import os
 import sys
 
 import numpy as np
 import llama_cpp
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gen_model_goldens import row_summary  # noqa: E402
+from link_models import sha256  # noqa: E402  (python/, next to this script)
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 OUT_DIR = os.path.join(ROOT, "tests", "conformance", "goldens")
@@ -62,27 +65,6 @@ CASES = {
 }
 
 
-def row_summary(row):
-    row = np.asarray(row, dtype=np.float32)
-    order = np.argsort(-row, kind="stable")
-    top = order[:TOP_K]
-    return {
-        "argmax": int(order[0]),
-        "margin": float(row[order[0]] - row[order[1]]),
-        "top_ids": [int(i) for i in top],
-        "top_logits": [float(row[i]) for i in top],
-        "mean": float(row.astype(np.float64).mean()),
-        "std": float(row.astype(np.float64).std()),
-        "sha256_f32": hashlib.sha256(row.tobytes()).hexdigest()[:16],
-    }
-
-
-def sha256(path):
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def make_llm(path, lora=None, scale=1.0):
