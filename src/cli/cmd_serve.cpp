@@ -4,7 +4,11 @@
 //                [--max-batched-tokens N] [--ctx-size N] [--max-queue N] [--api-key KEY]
 //                [--served-model-name NAME] [--no-webui] [--max-body SIZE] [--shutdown-timeout S]
 //                [--draft-model F | --lookup N] [--spec-tokens K]
+//                [--lora FILE[:SCALE] ...] [--lora-modules NAME=FILE[:SCALE] ...]
 //
+// LoRA adapters (one served model): --lora adapters are on for every request of the model;
+// each --lora-modules adapter is a model name of its own (vLLM's convention) whose requests run
+// the model with that adapter on as well, in the same engine and batches (server/model_set.h).
 // Speculative decoding (--draft-model, --lookup) runs in the engine for every request that can
 // verify drafts (not grammar-constrained ones): the answers are those of plain decoding, and
 // speculation shrinks as the batch grows (serving/speculative.h).
@@ -19,6 +23,7 @@
 #include <cstdlib>
 #include <algorithm>
 #include <filesystem>
+#include <span>
 
 #include "cli/commands.h"
 #include "pipeline/continuous_batching.h"
@@ -41,6 +46,7 @@ struct Opts {
   pipeline::SpeculativeOptions spec;
   std::vector<std::string> cors_origins;
   std::string ssl_cert, ssl_key;
+  std::vector<std::string> loras, lora_modules;
 };
 
 // --kv-cache: "512" (blocks of 32 tokens) or a size ("256MiB"). Returns bytes, or -blocks.
@@ -60,12 +66,12 @@ std::string default_name(const std::string& path) {
 // The model of o.model, its KV pool and context, as the pipeline wants them.
 // `chat_template`: the file's tokenizer.chat_template ("" without one), for /props; `bytes`: the
 // file and the KV pool.
-Result<std::unique_ptr<pipeline::ContinuousBatchingPipeline>> load(const Opts& o, int64_t& context, std::string& chat_template,
-                                                                   int64_t& bytes) {
+Result<std::unique_ptr<pipeline::ContinuousBatchingPipeline>> load(const Opts& o, std::span<const runtime::LoraSpec> loras,
+                                                                   int64_t& context, std::string& chat_template, int64_t& bytes) {
   if (auto s = runtime::check_memory_budget(o.model, 0, o.max_memory); !s) return s.error();  // before mapping
   auto kv_type = builder::kv_type_from_name(o.kv_type);
   if (!kv_type) return kv_type.error();
-  auto file = runtime::ModelFile::open(o.model, builder::BuildOptions{.kv_type = *kv_type});
+  auto file = runtime::ModelFile::open(o.model, builder::BuildOptions{.kv_type = *kv_type}, loras);
   if (!file) return file.error();
   const auto& hp = (*file)->hparams();
   if (auto t = (*file)->file().get<std::string>("tokenizer.chat_template")) chat_template = *t;
@@ -80,6 +86,7 @@ Result<std::unique_ptr<pipeline::ContinuousBatchingPipeline>> load(const Opts& o
   if (auto s = runtime::check_memory_budget(o.model, blocks * per_block, o.max_memory); !s) return s.error();
   std::error_code ec;
   bytes = int64_t(std::filesystem::file_size(o.model, ec)) + blocks * per_block;
+  for (const auto& l : loras) bytes += int64_t(std::filesystem::file_size(l.path, ec));
   const int64_t capacity = blocks * serving::BlockManager::kBlockSize;
   context = o.ctx > 0 ? o.ctx : std::min<int64_t>({2048, (*file)->n_ctx_train(), capacity});
   if (context > capacity)
@@ -87,7 +94,7 @@ Result<std::unique_ptr<pipeline::ContinuousBatchingPipeline>> load(const Opts& o
                           " blocks x 32 tokens = " + std::to_string(capacity) + " tokens",
                       "lower --ctx-size or raise --kv-cache");
   if (hp.arch.rope_long_short && context > hp.n_ctx_orig) {  // phi3 LongRoPE: the long factors (builder/build.h)
-    file = runtime::ModelFile::open(o.model, builder::BuildOptions{.n_ctx = context, .kv_type = *kv_type});
+    file = runtime::ModelFile::open(o.model, builder::BuildOptions{.n_ctx = context, .kv_type = *kv_type}, loras);
     if (!file) return file.error();
   }
   serving::EngineConfig cfg;
@@ -129,11 +136,56 @@ Result<server::LoadedModel> load_encoder(const Opts& o, const gguf::File& file) 
   return m;
 }
 
+server::ModelSpec served(std::string name, std::string path) {
+  server::ModelSpec m;
+  m.name = std::move(name);
+  m.path = std::move(path);
+  return m;
+}
+
+// --lora and --lora-modules onto the one served model: adapter i of the model is --lora i, then
+// module i; the model's requests run with every --lora, a module's with those and its own.
+Status add_adapters(const Opts& o, std::vector<server::ModelSpec>& models) {
+  if (o.loras.empty() && o.lora_modules.empty()) return {};
+  if (models.size() > 1)
+    return make_error("LoRA adapters attach to one model, and " + std::to_string(models.size()) + " are served",
+                      "serve the adapters' base model alone (-m FILE) with --lora / --lora-modules");
+  server::ModelSpec& base = models[0];
+  const size_t n = o.loras.size() + o.lora_modules.size();
+  if (n > 64) return make_error(std::to_string(n) + " LoRA adapters given", "serve at most 64 adapters per model");
+  for (const auto& arg : o.loras) {
+    auto spec = runtime::parse_lora_spec(arg);
+    if (!spec) return make_error("--lora " + arg + ": " + spec.error().what, spec.error().hint);
+    base.lora |= uint64_t(1) << base.loras.size();
+    base.loras.push_back(*spec);
+  }
+  std::vector<server::ModelSpec> aliases;
+  for (const auto& arg : o.lora_modules) {
+    const size_t eq = arg.find('=');
+    const std::string name = arg.substr(0, eq);
+    if (eq == std::string::npos || name.empty())
+      return make_error("--lora-modules " + arg + ": not NAME=FILE", "write each adapter as NAME=FILE or NAME=FILE:SCALE (e.g. sql=adapters/sql.gguf)");
+    auto spec = runtime::parse_lora_spec(arg.substr(eq + 1));
+    if (!spec) return make_error("--lora-modules " + arg + ": " + spec.error().what, spec.error().hint);
+    for (const auto& m : models)
+      if (m.name == name) return make_error("--lora-modules " + arg + ": the name '" + name + "' is taken by " + m.path, "give the adapter another name");
+    for (const auto& a : aliases)
+      if (a.name == name) return make_error("--lora-modules: two adapters are named '" + name + "'", "give each adapter a name of its own");
+    server::ModelSpec alias = served(name, spec->path);
+    alias.parent = base.name;
+    alias.lora = base.lora | uint64_t(1) << base.loras.size();
+    aliases.push_back(std::move(alias));
+    base.loras.push_back(*spec);
+  }
+  models.insert(models.end(), aliases.begin(), aliases.end());
+  return {};
+}
+
 // The served models: each -m (named by --served-model-name when it is the only one, else by its
 // file name), then each .gguf file of --models-dir in name order.
 Result<std::vector<server::ModelSpec>> model_specs(const Opts& o) {
   std::vector<server::ModelSpec> out;
-  for (const auto& m : o.models) out.push_back({default_name(m), m});
+  for (const auto& m : o.models) out.push_back(served(default_name(m), m));
   if (!o.models_dir.empty()) {
     std::error_code ec;
     std::vector<std::string> files;
@@ -142,7 +194,7 @@ Result<std::vector<server::ModelSpec>> model_specs(const Opts& o) {
     if (ec) return make_error("cannot read --models-dir " + o.models_dir + ": " + ec.message(), "give a directory of .gguf files");
     std::sort(files.begin(), files.end());
     if (files.empty()) return make_error("--models-dir " + o.models_dir + " holds no .gguf file", "put the models there, or use -m FILE");
-    for (const auto& f : files) out.push_back({default_name(f), f});
+    for (const auto& f : files) out.push_back(served(default_name(f), f));
   }
   if (out.empty()) return make_error("no model to serve", "give -m FILE (repeat for several) or --models-dir DIR");
   if (!o.name.empty()) {
@@ -159,6 +211,7 @@ Result<std::vector<server::ModelSpec>> model_specs(const Opts& o) {
   if (out.size() > 1 && !o.spec.draft_model.empty())
     return make_error("--draft-model drafts for one model, and " + std::to_string(out.size()) + " are served",
                       "serve the model it drafts for alone, or use --lookup (it needs no draft model)");
+  if (auto s = add_adapters(o, out); !s) return s.error();
   return out;
 }
 
@@ -212,9 +265,14 @@ int serve(const Opts& o) {
     one.model = spec.path;
     auto file = gguf::File::open(spec.path);
     if (!file) return file.error();
-    if (builder::is_encoder(*file)) return load_encoder(one, *file);
+    if (builder::is_encoder(*file)) {
+      if (!spec.loras.empty())
+        return make_error("LoRA adapters apply to generative models, and " + spec.path + " is an embedding model",
+                          "drop --lora / --lora-modules, or serve the adapters' base model");
+      return load_encoder(one, *file);
+    }
     server::LoadedModel m;
-    auto pipe = load(one, m.context, m.chat_template, m.bytes);
+    auto pipe = load(one, spec.loras, m.context, m.chat_template, m.bytes);
     if (!pipe) return pipe.error();
     m.pipe = std::move(*pipe);
     return m;
@@ -222,12 +280,19 @@ int serve(const Opts& o) {
   // Before a first load: the file and the KV pool when --kv-cache is a size (a block count is
   // sized once the file's KV width is known, after the load).
   auto sizer = [kv = parse_kv_cache(o.kv_cache)](const server::ModelSpec& spec) -> int64_t {
-    std::error_code ec;
-    const auto file = std::filesystem::file_size(spec.path, ec);
-    return (ec ? 0 : int64_t(file)) + (kv && *kv > 0 ? *kv : 0);
+    auto size = [](const std::string& path) {
+      std::error_code ec;
+      const auto n = std::filesystem::file_size(path, ec);
+      return ec ? int64_t(0) : int64_t(n);
+    };
+    int64_t n = size(spec.path) + (kv && *kv > 0 ? *kv : 0);
+    for (const auto& l : spec.loras) n += size(l.path);
+    return n;
   };
   const std::string default_model = (*specs)[0].name;
-  const size_t num_models = specs->size();
+  const size_t num_models = size_t(std::count_if(specs->begin(), specs->end(), [](const auto& m) { return m.parent.empty(); }));
+  for (const auto& m : *specs)
+    if (!m.parent.empty()) std::fprintf(stderr, "ggflow serve: model '%s': '%s' with the adapter %s\n", m.name.c_str(), m.parent.c_str(), m.path.c_str());
   auto models = std::make_unique<server::ModelSet>(std::move(*specs), loader, sizer, *budget, cfg.loop, srv.metrics());
   if (auto s = srv.serve_models(std::move(models)); !s) {
     srv.shutdown();
@@ -272,6 +337,9 @@ void add(CLI::App& app, int& rc) {
   cmd->add_option("--executor", o->executor, "cpu | ref")->check(CLI::IsMember({"cpu", "ref"}))->capture_default_str();
   cmd->add_option("--draft-model", o->spec.draft_model, "speculative decoding: a smaller model with the same vocabulary proposes tokens");
   cmd->add_option("--lookup", o->spec.lookup, "speculative decoding: prompt lookup with n-grams of 2 to N tokens (3 is typical)");
+  cmd->add_option("--lora", o->loras, "a LoRA adapter (llama.cpp's GGUF adapter format) as FILE or FILE:SCALE, on for every request (repeatable)");
+  cmd->add_option("--lora-modules", o->lora_modules,
+                  "LoRA adapters served as models of their own: NAME=FILE or NAME=FILE:SCALE (several); a request's \"model\": NAME runs the model with that adapter");
   cmd->add_option("--spec-tokens", o->spec.num_spec_tokens, "speculative decoding: draft tokens per sequence and step at most (default: 8 draft model, 7 lookup)");
   cmd->callback([o, &rc] {
     warn_threads("serve", o->threads);

@@ -95,13 +95,13 @@ pipeline::RequestId EngineLoop::add_one(Submission& s) {
     auto it = active_.find(rid);
     if (it != active_.end()) it->second.text.append(piece);
     return true;
-  }, s.constraint);
+  }, s.constraint, s.lora);
   if (!id) {
     end_unstarted(std::move(s), text::FinishReason::Error, id.error().str());
     return 0;
   }
   metrics_.add_prompt_tokens(prompt_len);
-  active_[*id] = Active{handle, s.index, {}, 0, false};
+  active_[*id] = Active{handle, s.index, s.adapter, {}, 0, false};
   return *id;
 }
 
@@ -181,17 +181,24 @@ void EngineLoop::update_gauges() {
   EngineGauges g;
   g.running = int64_t(engine.scheduler().running().size());
   g.waiting = int64_t(engine.scheduler().waiting().size());
-  for (const auto& grp : groups_) g.waiting += int64_t(grp.members.size() - grp.next);
   g.num_blocks = engine.num_blocks();
   g.blocks_used = engine.num_blocks() - engine.blocks().num_free();
   g.block_size = int32_t(serving::BlockManager::kBlockSize);
   std::vector<SlotInfo> slots;
   for (const auto& [id, a] : active_)
-    if (const serving::Sequence* s = engine.sequence(id))
-      slots.push_back({int64_t(id), a.index, s->state == serving::Sequence::State::Running, s->prompt_len,
-                       s->len() - s->prompt_len, s->num_computed});
+    if (const serving::Sequence* s = engine.sequence(id)) {
+      const bool running = s->state == serving::Sequence::State::Running;
+      slots.push_back({int64_t(id), a.index, running, s->prompt_len, s->len() - s->prompt_len, s->num_computed});
+      if (!a.adapter.empty()) (running ? g.running_adapters : g.waiting_adapters).insert(a.adapter);
+    }
+  auto waiting = [&](const Group& grp) {
+    g.waiting += int64_t(grp.members.size() - grp.next);
+    for (size_t i = grp.next; i < grp.members.size(); ++i)
+      if (!grp.members[i].adapter.empty()) g.waiting_adapters.insert(grp.members[i].adapter);
+  };
+  for (const auto& grp : groups_) waiting(grp);
   std::lock_guard<std::mutex> l(m_);  // the inbox and the gauges in one step with submit's add_waiting
-  for (const auto& grp : inbox_) g.waiting += int64_t(grp.members.size());
+  for (const auto& grp : inbox_) waiting(grp);
   metrics_.set_gauges(this, g);
   slots_ = std::move(slots);
 }

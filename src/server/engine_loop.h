@@ -63,6 +63,8 @@ struct Submission {
   std::vector<int32_t> prompt;         // i32 [prompt_len]
   text::SamplingParams params;
   pipeline::Constraint constraint;     // empty: free text
+  uint64_t lora = 0;                   // the LoRA adapters it runs with (ModelLease::lora)
+  std::string adapter;                 // the adapter's served name, for the metrics ("" : none)
   std::shared_ptr<RequestHandle> handle;
 };
 
@@ -109,6 +111,7 @@ class EngineLoop {
   struct Active {
     std::shared_ptr<RequestHandle> handle;
     int32_t index = 0;
+    std::string adapter;                    // Submission::adapter
     std::string text;                       // released by the pipeline since the last publish
     size_t logprobs_sent = 0;
     bool prompt_scored_sent = false;

@@ -133,8 +133,10 @@ void Server::start() {
 Status Server::serve_models(std::unique_ptr<ModelSet> models) {
   models_ = std::move(models);
   metrics_.set_model_name(models_->default_name());
+  metrics_.set_max_lora(int64_t(models_->num_adapters()));
   std::optional<ApiError> error;
-  if (!models_->acquire("", error)) return make_error(error->message, "check the file with `ggflow inspect`");
+  if (!models_->acquire("", error))  // the message carries the loader's hint when it has one
+    return make_error(error->message, error->message.find("(hint:") == std::string::npos ? "check the file with `ggflow inspect`" : "");
   ready_ = true;
   return {};
 }
@@ -228,7 +230,9 @@ void Server::models(const httplib::Request& req, httplib::Response& res) {
   Json list = Json::array();
   for (const ModelStatus& m : models_->status()) {
     const char* state = m.state == ModelStatus::State::Loaded ? "loaded" : m.state == ModelStatus::State::Loading ? "loading" : "unloaded";
-    Json one = {{"id", m.name}, {"object", "model"}, {"created", created}, {"owned_by", "ggflow"}, {"status", {{"value", state}}}};
+    // vLLM's fields: root is the file (an adapter's for an alias), parent the model an adapter runs on.
+    Json one = {{"id", m.name}, {"object", "model"}, {"created", created}, {"owned_by", "ggflow"}, {"status", {{"value", state}}},
+                {"root", m.path}, {"parent", m.parent.empty() ? Json(nullptr) : Json(m.parent)}};
     if (m.context > 0) one["max_model_len"] = m.context;  // known once loaded
     if (req.matches.size() > 1 && req.matches[1] == m.name) return send_json(res, one);
     list.push_back(std::move(one));

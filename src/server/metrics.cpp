@@ -52,6 +52,8 @@ EngineGauges Metrics::sum_locked() const {
     s.running += g.running, s.waiting += g.waiting;
     s.num_blocks += g.num_blocks, s.blocks_used += g.blocks_used;
     s.block_size = std::max(s.block_size, g.block_size);
+    s.running_adapters.insert(g.running_adapters.begin(), g.running_adapters.end());
+    s.waiting_adapters.insert(g.waiting_adapters.begin(), g.waiting_adapters.end());
   }
   return s;
 }
@@ -97,6 +99,11 @@ void Metrics::set_kv_memory(const void* engine, std::function<std::pair<int64_t,
   kv_memory_[engine] = std::move(read);
 }
 
+void Metrics::set_max_lora(int64_t n) {
+  std::lock_guard<std::mutex> l(m_);
+  max_lora_ = n;
+}
+
 void Metrics::set_model_name(std::string name) {
   std::lock_guard<std::mutex> l(m_);
   model_name_ = std::move(name);
@@ -129,12 +136,18 @@ void Metrics::render_model_server_protocol(const EngineGauges& g, std::string& o
   one("vllm:prefix_cache_hits_total", "counter", "Prompt tokens found in the prefix cache.", prefix_hits_);
   one("vllm:prompt_tokens_total", "counter", "Prompt tokens of the requests admitted.", prompt_tokens_);
   one("vllm:generation_tokens_total", "counter", "Tokens generated.", generation_tokens_);
-  // vLLM's value is the time of the report; ggflow serves no LoRA adapters.
+  // vLLM's value is the time of the report; the adapters are served names, comma-separated (the
+  // inference gateway's LoRA affinity reads them).
+  auto names = [](const std::set<std::string>& s) {
+    std::string out;
+    for (const auto& n : s) out += (out.empty() ? "" : ",") + n;
+    return out;
+  };
   out += fmt::format(
       "# HELP vllm:lora_requests_info LoRA adapters of the running and waiting requests.\n"
       "# TYPE vllm:lora_requests_info gauge\n"
-      "vllm:lora_requests_info{{max_lora=\"0\",running_lora_adapters=\"\",waiting_lora_adapters=\"\"}} {}\n",
-      double(std::time(nullptr)));
+      "vllm:lora_requests_info{{max_lora=\"{}\",running_lora_adapters=\"{}\",waiting_lora_adapters=\"{}\"}} {}\n",
+      max_lora_, names(g.running_adapters), names(g.waiting_adapters), double(std::time(nullptr)));
   out += fmt::format(
       "# HELP vllm:cache_config_info KV-cache configuration.\n# TYPE vllm:cache_config_info gauge\n"
       "vllm:cache_config_info{{block_size=\"{}\",enable_prefix_caching=\"True\",num_gpu_blocks=\"{}\"}} 1\n",

@@ -6,6 +6,7 @@
 #include <functional>
 #include <map>
 #include <mutex>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -34,6 +35,7 @@ struct EngineGauges {
   int32_t num_blocks = 0;  // KV pool
   int32_t blocks_used = 0; // held by requests (cached-but-free blocks are not in use)
   int32_t block_size = 0;  // tokens per block
+  std::set<std::string> running_adapters, waiting_adapters;  // LoRA adapters (served names) of those requests
 };
 
 // Several models (server/model_set.h) each run an engine: the gauges and the KV memory are kept
@@ -58,6 +60,8 @@ class Metrics {
   void set_kv_memory(const void* engine, std::function<std::pair<int64_t, int64_t>()> read);
   // The served model name: the `model_name` label of the vLLM-named series.
   void set_model_name(std::string name);
+  // The LoRA adapters served (--lora-modules): vllm:lora_requests_info's max_lora.
+  void set_max_lora(int64_t n);
   std::string render() const;  // Prometheus text format 0.0.4
 
  private:
@@ -71,6 +75,7 @@ class Metrics {
   Histogram ttft_, tpot_, e2e_;
   std::map<const void*, std::function<std::pair<int64_t, int64_t>()>> kv_memory_;
   std::string model_name_;
+  int64_t max_lora_ = 0;
 
   // The series routers and the Gateway API Inference Extension's endpoint picker scrape, by
   // vLLM's names and types (its model-server protocol): queue, running, KV usage, LoRA, cache.

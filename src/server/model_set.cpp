@@ -3,6 +3,7 @@
 
 #include <cstdio>
 
+#include "base/check.h"
 #include "runtime/memory_budget.h"
 
 namespace ggflow::server {
@@ -15,9 +16,17 @@ ModelSet::ModelSet(std::vector<ModelSpec> specs, ModelLoader loader, ModelSizer 
                    Metrics& metrics)
     : loader_(std::move(loader)), sizer_(std::move(sizer)), budget_(budget), loop_cfg_(loop), metrics_(metrics) {
   for (auto& s : specs) {
+    if (!s.parent.empty()) continue;
     Entry e;
     e.spec = std::move(s);
     entries_.push_back(std::move(e));
+  }
+  for (auto& s : specs) {
+    if (s.parent.empty()) continue;
+    size_t parent = 0;
+    while (parent < entries_.size() && entries_[parent].spec.name != s.parent) ++parent;
+    GGFLOW_CHECK(parent < entries_.size(), "an adapter alias names a model that is not served");
+    aliases_.push_back({std::move(s), parent});
   }
 }
 
@@ -68,11 +77,18 @@ bool ModelSet::make_room(std::unique_lock<std::mutex>& l, size_t keep, int64_t n
 
 std::shared_ptr<ModelLease> ModelSet::acquire(const std::string& name, std::optional<ApiError>& error) {
   size_t i = 0;
+  const Alias* alias = nullptr;
   if (!name.empty()) {
     while (i < entries_.size() && entries_[i].spec.name != name) ++i;
+    for (size_t k = 0; i == entries_.size() && k < aliases_.size(); ++k)
+      if (aliases_[k].spec.name == name) {
+        alias = &aliases_[k];
+        i = alias->entry;
+      }
     if (i == entries_.size()) {
       std::string names;
       for (const auto& e : entries_) names += (names.empty() ? "'" : ", '") + e.spec.name + "'";
+      for (const auto& a : aliases_) names += ", '" + a.spec.name + "' (an adapter on '" + a.spec.parent + "')";
       error = ApiError{404, "not_found_error", "model_not_found", "model",
                        "the model '" + name + "' does not exist; this server serves " + names + " (GET /v1/models lists them)"};
       return nullptr;
@@ -90,6 +106,14 @@ std::shared_ptr<ModelLease> ModelSet::acquire(const std::string& name, std::opti
       e.last_used = ++clock_;
       auto lease = std::shared_ptr<ModelLease>(new ModelLease(*this, i));
       lease->info_ = &e.info;
+      lease->lora_ = e.spec.lora;
+      if (alias) {
+        lease->alias_info_ = e.info;
+        lease->alias_info_.name = alias->spec.name;
+        lease->info_ = &lease->alias_info_;
+        lease->lora_ = alias->spec.lora;
+        lease->adapter_ = alias->spec.name;
+      }
       lease->loop_ = e.loop.get();
       lease->embedder_ = e.embedder.get();
       lease->embed_mutex_ = e.embed_mutex.get();
@@ -174,7 +198,11 @@ std::vector<ModelStatus> ModelSet::status() const {
   std::lock_guard<std::mutex> l(m_);
   std::vector<ModelStatus> out;
   for (const auto& e : entries_)
-    out.push_back({e.spec.name, e.spec.path, e.state, e.info.context, e.state == ModelStatus::State::Loaded ? e.bytes : 0});
+    out.push_back({e.spec.name, e.spec.path, "", e.state, e.info.context, e.state == ModelStatus::State::Loaded ? e.bytes : 0});
+  for (const auto& a : aliases_) {
+    const Entry& e = entries_[a.entry];
+    out.push_back({a.spec.name, a.spec.path, a.spec.parent, e.state, e.info.context, 0});
+  }
   return out;
 }
 

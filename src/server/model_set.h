@@ -12,6 +12,11 @@
 //   every request on it has finished). Then the loader runs outside the lock, so requests to the
 //   other models go on meanwhile.
 // A model whose size alone exceeds the budget is refused with both sizes.
+//
+// Adapters. A model may be built with LoRA adapters (ModelSpec::loras); an adapter alias
+// (`--lora-modules name=FILE`, vLLM's convention) is a name of its own that leases its parent
+// model with a set of those adapters on: its requests run in the parent's engine, batched with
+// the parent's, and answer under the alias's name.
 #pragma once
 
 #include <condition_variable>
@@ -25,6 +30,7 @@
 
 #include "base/result.h"
 #include "pipeline/continuous_batching.h"
+#include "runtime/model_file.h"
 #include "runtime/embedding_runner.h"
 #include "server/api_error.h"
 #include "server/engine_loop.h"
@@ -35,7 +41,10 @@ namespace ggflow::server {
 
 struct ModelSpec {
   std::string name;  // what requests put in "model"
-  std::string path;  // the .gguf file
+  std::string path;  // the .gguf file (an alias: its adapter's)
+  std::vector<runtime::LoraSpec> loras;  // adapters built into the model (a model, not an alias)
+  std::string parent;  // an adapter alias: the model it runs on; "" for a model
+  uint64_t lora = 0;   // the adapters its requests run with: a mask over the parent's (or its own) loras
 };
 
 // What a loader hands over: the pipeline of a generative model, or the runner of an embedding
@@ -70,12 +79,19 @@ class ModelLease {
   std::mutex& embed_mutex() const { return *embed_mutex_; }
   const std::string& chat_template() const { return *chat_template_; }
   const std::string& path() const { return *path_; }
+  // The LoRA adapters its requests run with (serving::RequestParams::lora; 0: none).
+  uint64_t lora() const { return lora_; }
+  // An adapter alias's name ("" : the model itself).
+  const std::string& adapter() const { return adapter_; }
 
  private:
   friend class ModelSet;
   ModelLease(ModelSet& set, size_t entry) : set_(set), entry_(entry) {}
   ModelSet& set_;
   size_t entry_;
+  ModelInfo alias_info_;  // an alias's lease: the parent's info under the alias's name
+  uint64_t lora_ = 0;
+  std::string adapter_;
   const ModelInfo* info_ = nullptr;
   EngineLoop* loop_ = nullptr;
   runtime::EmbeddingRunner* embedder_ = nullptr;
@@ -86,6 +102,7 @@ class ModelLease {
 
 struct ModelStatus {
   std::string name, path;
+  std::string parent;  // an adapter alias: its model (whose state and context it shows)
   enum class State { Unloaded, Loading, Loaded } state = State::Unloaded;
   int64_t context = 0;  // 0 until first loaded
   int64_t bytes = 0;    // the budget it holds or held when loaded (0 until first loaded)
@@ -93,7 +110,8 @@ struct ModelStatus {
 
 class ModelSet {
  public:
-  // `budget`: bytes for all loaded models together (<= 0: no limit). Names must be unique.
+  // `budget`: bytes for all loaded models together (<= 0: no limit). Names must be unique; an
+  // alias's parent must be a model of `specs`.
   ModelSet(std::vector<ModelSpec> specs, ModelLoader loader, ModelSizer sizer, int64_t budget, LoopConfig loop,
            Metrics& metrics);
   ~ModelSet();  // stops every engine
@@ -103,6 +121,7 @@ class ModelSet {
   // when its load failed.
   std::shared_ptr<ModelLease> acquire(const std::string& name, std::optional<ApiError>& error);
   const std::string& default_name() const { return entries_.front().spec.name; }
+  size_t num_adapters() const { return aliases_.size(); }
   std::vector<ModelStatus> status() const;
   // Shutdown: no new leases; each loaded engine drains (all within `timeout`).
   void drain(std::chrono::milliseconds timeout);
@@ -142,6 +161,11 @@ class ModelSet {
   mutable std::mutex m_;
   std::condition_variable cv_;
   std::vector<Entry> entries_;
+  struct Alias {
+    ModelSpec spec;
+    size_t entry = 0;  // its parent's
+  };
+  std::vector<Alias> aliases_;
   uint64_t clock_ = 0;
   bool draining_ = false;
 };

@@ -14,7 +14,7 @@ constexpr auto kKeepAlive = std::chrono::milliseconds(1000);  // SSE comment int
 
 // The candidates of a request as submissions: prompt-major, candidate i of a prompt seeded seed + i
 // (best_of > n: each records its tokens' log-probabilities, which choose the answers).
-std::vector<Submission> submissions(const GenerationRequest& r, const std::shared_ptr<RequestHandle>& handle) {
+std::vector<Submission> submissions(const GenerationRequest& r, const ModelLease& model, const std::shared_ptr<RequestHandle>& handle) {
   std::vector<Submission> out;
   for (size_t p = 0; p < r.prompts.size(); ++p)
     for (int32_t i = 0; i < r.candidates(); ++i) {
@@ -24,6 +24,8 @@ std::vector<Submission> submissions(const GenerationRequest& r, const std::share
       s.params = r.params;
       if (r.best_of > r.n && s.params.logprobs < 0) s.params.logprobs = 0;
       s.constraint = r.constraint;
+      s.lora = model.lora();
+      s.adapter = model.adapter();
       if (s.params.seed) s.params.seed = *s.params.seed + uint64_t(i);
       s.handle = handle;
       out.push_back(std::move(s));
@@ -97,7 +99,7 @@ void Server::generate(const std::string& text, httplib::Response& res, bool chat
     return send_error(res, *e);
 
   auto handle = std::make_shared<RequestHandle>();
-  switch (model->loop().submit(submissions(*r, handle))) {
+  switch (model->loop().submit(submissions(*r, *model, handle))) {
     case EngineLoop::Admission::Accepted: break;
     case EngineLoop::Admission::QueueFull:
       res.set_header("Retry-After", "1");
