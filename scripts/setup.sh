@@ -96,3 +96,8 @@ mkdir -p models
 if [ -f models/smollm2-135m-instruct-q4_1.gguf ]; then
   .venv/bin/python python/make_lora_adapters.py --models-dir "$root/models" > /dev/null
 fi
+# A synthetic reranker from all-MiniLM (python/make_reranker.py: numpy, a fixed seed, ~1 s; the
+# goldens of tests/conformance/goldens/rerank-minilm.json record its SHA-256)
+if [ -f models/all-minilm-l6-v2-f16.gguf ]; then
+  .venv/bin/python python/make_reranker.py --models-dir "$root/models" > /dev/null
+fi

@@ -56,12 +56,14 @@ struct BuiltModel {
 Result<BuiltModel> build(const gguf::File& file, const BuildOptions& opt = {});
 
 // An encoder (architecture "bert"; encoder.cpp): its hyper-parameters and its graph, whose
-// output "embd" is the last layer's hidden states f32 [E, T] for inputs inp_tokens, inp_pos.
-enum class Pooling : int { none = 0, mean = 1, cls = 2, last = 3 };  // llama.cpp's pooling_type values
+// output "embd" is the last layer's hidden states f32 [E, T] for inputs inp_tokens, inp_pos; a
+// reranker's (pooling rank) also "score", its classification head on each sequence's first token.
+enum class Pooling : int { none = 0, mean = 1, cls = 2, last = 3, rank = 4 };  // llama.cpp's pooling_type values
 struct EncoderParams {
   int64_t n_embd = 0, n_layer = 0, n_head = 0, n_ff = 0, n_ctx_train = 0, n_vocab = 0, n_token_types = 0;
   float norm_eps = 1e-12f;
   Pooling pooling = Pooling::mean;
+  int64_t n_cls_out = 0;  // a reranker's scores per sequence (the head's width; llama-server ranks by the first)
 };
 struct BuiltEncoder {
   EncoderParams params;

@@ -10,6 +10,13 @@
 //               x = LN(Wo·(v a) + bo + x)  (attn_output_norm)
 //               x = LN(Wd·gelu(Wu·x + bu) + bd + x)  (layer_output_norm)
 //   output "embd": x, f32 [E, T]; pooling (mean, CLS, last) and normalization are the runner's.
+//   A reranker (bert.pooling_type 4, rank; llama.cpp's build_pooling RANK case, a BERT / RoBERTa
+//   cross-encoder's head): input inp_cls i32 [S], each sequence's first token (its [CLS]) in the
+//   packed run, and
+//     c = x[inp_cls]                                                  [E, S]
+//     c = tanh(cls.weight · c + cls.bias)          (when the file has cls.weight)
+//     c = cls.output.weight · c + cls.output.bias  (when it has cls.output.weight)   [n_cls_out, S]
+//   output "score": c. The file must have one of the two layers.
 //
 // LN(x) = norm(x) * w + b with the file's layer_norm_epsilon; GELU is GGML's tanh form.
 #include "builder/build.h"
@@ -116,12 +123,37 @@ class EncoderBuilder {
       x = *n2;
     }
     g_.set_name(x, "result_embd");
+    if (p_.pooling == Pooling::rank)
+      if (auto s = rank_head(x); !s) return s;
     for (const auto& t : f_.tensors())
       if (!used_.count(std::string(t.name)))
         return make_error("tensor '" + std::string(t.name) + "' is in the file but architecture 'bert' does not use it",
                           "the file was converted for another architecture; ggflow serves BERT encoders as llama.cpp lays them out");
     g_.add_output("embd", x);
     return g_.status();
+  }
+
+  // The reranker's classification head (see the top): output "score" f32 [n_cls_out, S].
+  Status rank_head(int x) {
+    const int64_t E = p_.n_embd;
+    int cls_rows = g_.input("inp_cls", GgmlType::I32, {g_.symbol("S"), Ext(1), Ext(1), Ext(1)});
+    int c = g_.get_rows(x, cls_rows);  // [E, S]
+    const bool dense = f_.find_tensor("cls.weight") != nullptr, out = f_.find_tensor("cls.output.weight") != nullptr;
+    if (!dense && !out)
+      return make_error("bert.pooling_type is 4 (rank) but the file has no classification head (cls.weight or cls.output.weight)",
+                        "a reranker GGUF carries its head; convert the cross-encoder with llama.cpp's convert_hf_to_gguf.py");
+    if (dense) {
+      auto d = linear(c, "cls", E, E);
+      if (!d) return d.error();
+      c = g_.unary(frontend::GgmlUnary::TANH, *d);
+    }
+    if (out) {
+      auto o = linear(c, "cls.output", E, p_.n_cls_out);
+      if (!o) return o.error();
+      c = *o;
+    }
+    g_.add_output("score", c);
+    return {};
   }
 
  private:
@@ -154,9 +186,13 @@ Result<BuiltEncoder> build_encoder(const gguf::File& file) {
   if (p.n_head <= 0 || p.n_embd % p.n_head != 0)
     return make_error("bert.embedding_length " + std::to_string(p.n_embd) + " is not a multiple of the head count " + std::to_string(p.n_head),
                       "the file's metadata is damaged; re-convert it");
-  if (p.pooling != Pooling::mean && p.pooling != Pooling::cls && p.pooling != Pooling::last)
+  if (p.pooling != Pooling::mean && p.pooling != Pooling::cls && p.pooling != Pooling::last && p.pooling != Pooling::rank)
     return make_error("bert.pooling_type " + std::to_string(static_cast<int>(p.pooling)) + " is not supported",
-                      "ggflow pools embeddings by mean (1), CLS (2) or last token (3)");
+                      "ggflow pools embeddings by mean (1), CLS (2) or last token (3), and ranks (4: a reranker)");
+  if (p.pooling == Pooling::rank) {
+    const gguf::TensorInfo* out = file.find_tensor("cls.output.weight");
+    p.n_cls_out = out && out->ne.size() == 2 ? static_cast<int64_t>(out->ne[1]) : p.n_embd;
+  }
   const gguf::TensorInfo* tok = file.find_tensor("token_embd.weight");
   const gguf::TensorInfo* types = file.find_tensor("token_types.weight");
   if (!tok || tok->ne.size() != 2 || !types || types->ne.size() != 2)

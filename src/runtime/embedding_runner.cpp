@@ -46,6 +46,12 @@ Result<std::unique_ptr<EmbeddingRunner>> EmbeddingRunner::open(const std::string
   auto out = r->cm_->output("embd");
   if (!out) return out.error();
   r->out_embd_ = *out;
+  if (r->is_reranker()) {
+    if (auto s = r->cm_->bind_inputs({{&r->in_cls_, "inp_cls"}}); !s) return s.error();
+    auto score = r->cm_->output("score");
+    if (!score) return score.error();
+    r->out_score_ = *score;
+  }
   r->inputs_.resize(r->cm_->n_inputs());
   return r;
 }
@@ -58,6 +64,20 @@ Result<std::vector<float>> EmbeddingRunner::embed(std::span<const int32_t> ids) 
 }
 
 Result<std::vector<std::vector<float>>> EmbeddingRunner::embed_many(std::span<const std::span<const int32_t>> seqs) {
+  if (is_reranker())
+    return make_error("the model is a reranker (pooling rank): it scores query-document pairs, it does not embed texts",
+                      "score pairs with it (POST /v1/rerank), or embed with an embedding model");
+  return run_all(seqs);
+}
+
+Result<std::vector<std::vector<float>>> EmbeddingRunner::score_many(std::span<const std::span<const int32_t>> seqs) {
+  if (!is_reranker())
+    return make_error("the model is not a reranker (its pooling is not rank): it embeds texts, it does not score pairs",
+                      "embed with it (POST /v1/embeddings), or rerank with a reranker model");
+  return run_all(seqs);
+}
+
+Result<std::vector<std::vector<float>>> EmbeddingRunner::run_all(std::span<const std::span<const int32_t>> seqs) {
   for (size_t s = 0; s < seqs.size(); ++s) {
     const int64_t T = static_cast<int64_t>(seqs[s].size());
     const std::string which = seqs.size() > 1 ? "sequence " + std::to_string(s) + ": " : "";
@@ -99,7 +119,21 @@ Status EmbeddingRunner::run_pack(std::span<const std::span<const int32_t>> seqs,
   inputs_[in_tokens_] = ir::Tensor::i32({1, 1, 1, T}, std::move(tok));
   inputs_[in_pos_] = ir::Tensor::i32({1, 1, 1, T}, std::move(pos));
   inputs_[in_mask_] = ir::Tensor::f32({1, 1, T, T}, std::move(mask));
+  if (is_reranker()) {  // each sequence's first token
+    std::vector<int64_t> first;
+    for (int64_t b = 0; const auto& s : seqs) first.push_back(b), b += static_cast<int64_t>(s.size());
+    const int64_t S = static_cast<int64_t>(first.size());
+    inputs_[in_cls_] = ir::Tensor::i32({1, 1, 1, S}, std::move(first));
+  }
   if (auto s = cm_->run(inputs_); !s) return s.error();
+  if (is_reranker()) {
+    const ir::Tensor& sc = cm_->output(out_score_);
+    const int64_t n = params_.n_cls_out, S = static_cast<int64_t>(seqs.size());
+    if (sc.type() != ir::ElementType::f32 || sc.numel() != S * n)
+      return make_error("embedding runner: scores are " + sc.summary(0) + ", expected f32 with " + std::to_string(S * n) + " values");
+    for (int64_t s = 0; s < S; ++s) out.emplace_back(sc.data<float>() + s * n, sc.data<float>() + (s + 1) * n);
+    return {};
+  }
   const ir::Tensor& h = cm_->output(out_embd_);
   if (h.type() != ir::ElementType::f32 || h.numel() != T * E)
     return make_error("embedding runner: hidden states are " + h.summary(0) + ", expected f32 with " + std::to_string(T * E) + " values");

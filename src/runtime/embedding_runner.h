@@ -7,6 +7,8 @@
 // block-diagonal mask: a sequence's keys are one run of the packed tokens, which the attention
 // kernel reads as a key range, and every other op computes a token's row from that row alone, so a
 // sequence's vector has the same bits packed or alone (EmbeddingRunner tests check by memcmp).
+// A reranker (pooling rank: a cross-encoder with a classification head) gives scores instead:
+// score_many on sequences framed as query-document pairs (text::Tokenizer::encode_pair).
 #pragma once
 
 #include <cstdint>
@@ -30,8 +32,13 @@ class EmbeddingRunner {
   // outside the vocabulary.
   Result<std::vector<float>> embed(std::span<const int32_t> ids);
   // Each sequence's vector, in order; the sequences packed into runs of at most kPackTokens tokens
-  // (a longer sequence runs alone). Errors: embed's, naming the sequence.
+  // (a longer sequence runs alone). Errors: embed's, naming the sequence; a reranker.
   Result<std::vector<std::vector<float>>> embed_many(std::span<const std::span<const int32_t>> seqs);
+  // A reranker's scores f32 [n_cls_out] per sequence (its head on the sequence's first token, not
+  // normalized: llama-server's relevance_score is the first), packed as embed_many. Errors:
+  // embed_many's; not a reranker.
+  Result<std::vector<std::vector<float>>> score_many(std::span<const std::span<const int32_t>> seqs);
+  bool is_reranker() const { return params_.pooling == builder::Pooling::rank; }
   // Measured on all-MiniLM (256 texts of ~12 tokens, 2 threads): 128 tokens per run ~0.33 s, 64
   // ~0.55 s (the F16 products want long token tiles), 512 slower again (the attention step scans
   // the T x T mask for its key ranges and grows with T^2).
@@ -44,9 +51,11 @@ class EmbeddingRunner {
   std::shared_ptr<const void> file_;  // the mapped file the weights point into
   builder::EncoderParams params_;
   std::unique_ptr<CompiledModel> cm_;
-  // Runs seqs [b, e) packed, appending their vectors to out.
+  // Checks the sequences and runs them in packs: their vectors, or a reranker's scores.
+  Result<std::vector<std::vector<float>>> run_all(std::span<const std::span<const int32_t>> seqs);
+  // Runs seqs [b, e) packed, appending their vectors (scores) to out.
   Status run_pack(std::span<const std::span<const int32_t>> seqs, std::vector<std::vector<float>>& out);
-  size_t in_tokens_ = 0, in_pos_ = 0, in_mask_ = 0, out_embd_ = 0;
+  size_t in_tokens_ = 0, in_pos_ = 0, in_mask_ = 0, in_cls_ = 0, out_embd_ = 0, out_score_ = 0;
   std::vector<ir::Tensor> inputs_;
 };
 

@@ -21,7 +21,7 @@ using Clock = std::chrono::steady_clock;
 thread_local Clock::time_point t_start;
 
 bool needs_model(const std::string& path) {
-  return path.rfind("/v1/", 0) == 0 || path == "/tokenize" || path == "/detokenize" || path == "/apply-template" ||
+  return path.rfind("/v1/", 0) == 0 || path == "/tokenize" || path == "/detokenize" || path == "/apply-template" || path == "/rerank" ||
          path == "/props" || path == "/slots";
 }
 
@@ -345,6 +345,7 @@ void Server::add_routes() {
   post("/v1/chat/completions", &Server::chat);
   post("/v1/completions", &Server::completion);
   post("/v1/embeddings", &Server::embeddings);
+  for (const char* path : {"/v1/rerank", "/rerank", "/v1/reranking"}) post(path, &Server::rerank);
   post("/v1/chat/completions/render", &Server::chat_render);
   post("/v1/completions/render", &Server::completion_render);
   post("/tokenize", &Server::tokenize);
@@ -358,7 +359,7 @@ void Server::add_routes() {
       send_error(res, {405, "invalid_request_error", "method_not_allowed", "", req.method + " is not allowed on " + req.path + "; use " + allow});
     };
   };
-  for (const char* path : {"/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/chat/completions/render",
+  for (const char* path : {"/v1/chat/completions", "/v1/completions", "/v1/embeddings", "/v1/rerank", "/rerank", "/v1/reranking", "/v1/chat/completions/render",
                            "/v1/completions/render", "/tokenize", "/detokenize", "/apply-template"}) {
     http_->Get(path, not_allowed("POST"));
     http_->Put(path, not_allowed("POST"));

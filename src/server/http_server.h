@@ -82,6 +82,7 @@ class Server {
   void generate_stream(std::shared_ptr<const GenerationRequest> r, std::shared_ptr<ModelLease> model,
                        std::shared_ptr<RequestHandle> handle, httplib::Response& res);
   void embeddings(const std::string& body, httplib::Response& res);
+  void rerank(const std::string& body, httplib::Response& res);
   void tokenize(const std::string& body, httplib::Response& res);
   void detokenize(const std::string& body, httplib::Response& res);
   void apply_template(const std::string& body, httplib::Response& res);

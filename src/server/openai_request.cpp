@@ -10,15 +10,6 @@
 
 namespace ggflow::server {
 
-namespace {
-
-std::string num(double v) {
-  std::string s = std::to_string(v);
-  while (s.size() > 1 && s.back() == '0') s.pop_back();
-  if (!s.empty() && s.back() == '.') s.pop_back();
-  return s;
-}
-
 const char* type_name(const Json& v) {
   if (v.is_null()) return "null";
   if (v.is_boolean()) return "a boolean";
@@ -27,6 +18,15 @@ const char* type_name(const Json& v) {
   if (v.is_string()) return "a string";
   if (v.is_array()) return "an array";
   return "an object";
+}
+
+namespace {
+
+std::string num(double v) {
+  std::string s = std::to_string(v);
+  while (s.size() > 1 && s.back() == '0') s.pop_back();
+  if (!s.empty() && s.back() == '.') s.pop_back();
+  return s;
 }
 
 // Reads the fields of one request object; the first error sticks. Every key read (or declared

@@ -64,6 +64,9 @@ std::optional<ApiError> parse_completion_request(const Json& body, const ModelIn
 // joined into one string; tool_calls and tool_call_id kept).
 std::optional<ApiError> parse_messages(const Json* messages, Json& out);
 
+// "a string", "an integer", ...: a JSON value's type for an error message.
+const char* type_name(const Json& v);
+
 // `model`, when present, must be the served name (404 model_not_found otherwise).
 std::optional<ApiError> check_model(const Json& body, const ModelInfo& model);
 

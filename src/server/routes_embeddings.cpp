@@ -99,6 +99,9 @@ void Server::embeddings(const std::string& raw, httplib::Response& res) {
   if (!runner)
     return send_error(res, invalid("model_not_embedding", "model", "the model '" + model->info().name +
                                                                       "' generates text and has no embedding output; serve an embedding model (BERT, e.g. all-MiniLM) and name it"));
+  if (runner->is_reranker())
+    return send_error(res, invalid("model_not_embedding", "model", "the model '" + model->info().name +
+                                                                      "' is a reranker: it scores documents against a query (POST /v1/rerank) and gives no embeddings"));
   const int64_t width = runner->params().n_embd;
   bool base64 = false;
   if (auto it = body.find("encoding_format"); it != body.end() && !it->is_null()) {

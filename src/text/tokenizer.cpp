@@ -62,6 +62,9 @@ struct Tokenizer::Impl {
   bool add_sep = false;  // WordPiece: [SEP] closes the sequence
   bool ignore_merges = false;
   bool add_bos = false, add_eos = false, add_space_prefix = false;
+  // llama.cpp's flags for framing a reranker's pair: the file's keys over the type's defaults
+  // (for WordPiece too, whose single texts are always framed [CLS] ... [SEP]).
+  bool pair_bos = false, pair_eos = false, pair_sep = false;
   std::vector<uint8_t> eog;
 
   explicit Impl(VocabData data) : v(std::move(data)), lookup(v.tokens), special(v.tokens, v.types) {}
@@ -157,6 +160,9 @@ Result<Tokenizer> Tokenizer::create(VocabData vocab) {
   if (m.v.add_bos && m.kind != VocabKind::Wpm) m.add_bos = *m.v.add_bos;
   if (m.v.add_eos && m.kind != VocabKind::Wpm) m.add_eos = *m.v.add_eos;
   if (m.v.add_space_prefix && m.kind == VocabKind::Spm) m.add_space_prefix = *m.v.add_space_prefix;
+  m.pair_bos = m.v.add_bos.value_or(m.add_bos);
+  m.pair_eos = m.v.add_eos.value_or(m.add_eos);
+  m.pair_sep = m.v.add_sep.value_or(m.add_sep);
 
   // End-of-generation set: the file's ids, plus control tokens with the usual end-of-turn texts.
   m.eog.assign(n, 0);
@@ -224,6 +230,26 @@ Result<std::vector<int32_t>> Tokenizer::encode(std::string_view text,
   }
   if (opt.add_special && m.add_sep && m.v.sep != kNoToken) out.push_back(m.v.sep);
   if (opt.add_special && m.add_eos && m.v.eos != kNoToken) out.push_back(m.v.eos);
+  return out;
+}
+
+Result<std::vector<int32_t>> Tokenizer::encode_pair(std::string_view query, std::string_view document, const EncodeOptions& opt) const {
+  const Impl& m = *impl_;
+  EncodeOptions plain = opt;
+  plain.add_special = false;
+  auto q = encode(query, plain);
+  if (!q) return q.error();
+  auto d = encode(document, plain);
+  if (!d) return d.error();
+  const int32_t eos = m.v.eos != kNoToken ? m.v.eos : m.v.sep;
+  std::vector<int32_t> out;
+  out.reserve(q->size() + d->size() + 4);
+  if (m.pair_bos && m.v.bos != kNoToken) out.push_back(m.v.bos);
+  out.insert(out.end(), q->begin(), q->end());
+  if (m.pair_eos && eos != kNoToken) out.push_back(eos);
+  if (m.pair_sep && m.v.sep != kNoToken) out.push_back(m.v.sep);
+  out.insert(out.end(), d->begin(), d->end());
+  if (m.pair_eos && eos != kNoToken) out.push_back(eos);
   return out;
 }
 

@@ -53,6 +53,12 @@ class Tokenizer {
   static Result<Tokenizer> create(VocabData vocab);
 
   Result<std::vector<int32_t>> encode(std::string_view text, const EncodeOptions& opt = {}) const;
+  // A reranker's input, a query and a document framed as llama.cpp's format_prompt_rerank: BOS,
+  // the query, EOS (SEP when the vocabulary has none), SEP, the document, EOS, each special token
+  // where the file's tokenizer.ggml.add_{bos,eos,sep}_token say (else the vocabulary type's
+  // defaults); the texts themselves are encoded as by encode() without add_special. For a
+  // converted BERT cross-encoder: [CLS] query [SEP] document [SEP].
+  Result<std::vector<int32_t>> encode_pair(std::string_view query, std::string_view document, const EncodeOptions& opt = {}) const;
   // The bytes of the ids; may end in half a UTF-8 character when the ids stop mid-character
   // (streams use StreamDecoder). Errors: an id outside [0, n_vocab).
   Result<std::string> decode(std::span<const int32_t> ids, const DecodeOptions& opt = {}) const;

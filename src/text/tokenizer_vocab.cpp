@@ -110,6 +110,7 @@ Result<VocabData> read_vocab(const gguf::File& file) {
   }
   if (auto st = read_opt(file, "tokenizer.ggml.add_bos_token", v.add_bos); !st) return st.error();
   if (auto st = read_opt(file, "tokenizer.ggml.add_eos_token", v.add_eos); !st) return st.error();
+  if (auto st = read_opt(file, "tokenizer.ggml.add_sep_token", v.add_sep); !st) return st.error();
   if (auto st = read_opt(file, "tokenizer.ggml.add_space_prefix", v.add_space_prefix); !st)
     return st.error();
   return v;

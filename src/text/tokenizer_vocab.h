@@ -36,7 +36,7 @@ struct VocabData {
   int32_t bos = kNoToken, eos = kNoToken, eot = kNoToken, eom = kNoToken, pad = kNoToken,
           unk = kNoToken, sep = kNoToken, cls = kNoToken;
   int32_t fim_pre = kNoToken, fim_suf = kNoToken, fim_mid = kNoToken;  // fill-in-the-middle
-  std::optional<bool> add_bos, add_eos, add_space_prefix;
+  std::optional<bool> add_bos, add_eos, add_sep, add_space_prefix;
 };
 
 // Read the `tokenizer.*` keys of `file`. Errors: no tokenizer in the file, arrays of mismatched

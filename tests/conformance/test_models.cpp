@@ -168,6 +168,66 @@ void check_minilm(runtime::Executor executor) {
   EXPECT_NE(bad.error().what.find("sequence 3"), std::string::npos) << bad.error().str();
 }
 TEST(ModelConformance, MiniLMEmbeddings) { check_minilm(runtime::Executor::ref); }
+
+// The synthetic reranker (python/make_reranker.py: all-MiniLM with a random cross-encoder head):
+// each pair framed by Tokenizer::encode_pair has the length llama-server gave it, and the scores
+// of a case's documents, run packed, are llama-server's (python/make_rerank_goldens.py) within
+// NMSE 1e-4 over the case (llama.cpp rounds its F16 products' activations to f16; ggflow keeps
+// f32) and rank the documents alike wherever llama.cpp's scores are 2e-3 apart; packed scores
+// have the bits of each pair alone; the runner refuses to embed, the embedding model to score.
+void check_reranker(runtime::Executor executor) {
+  json g = load_golden("rerank-minilm");
+  const std::string path = std::string(GGFLOW_ROOT) + "/" + g["file"].get<std::string>();
+  GGFLOW_REQUIRE_FILE(path, missing_reason(path));
+  auto file = gguf::File::open(path);
+  ASSERT_TRUE(file) << file.error().str();
+  auto tok = text::Tokenizer::from_file(*file);
+  ASSERT_TRUE(tok) << tok.error().str();
+  runtime::CompileOptions co;
+  co.executor = executor;
+  auto r = runtime::EmbeddingRunner::open(path, co);
+  ASSERT_TRUE(r) << r.error().str();
+  ASSERT_TRUE((*r)->is_reranker());
+  double worst = 0;
+  for (const auto& c : g["cases"]) {
+    const auto docs = c["documents"].get<std::vector<std::string>>();
+    const auto gold = c["scores"].get<std::vector<double>>();
+    const auto lens = c["pair_tokens"].get<std::vector<size_t>>();
+    std::vector<std::vector<int32_t>> pairs;
+    for (size_t i = 0; i < docs.size(); ++i) {
+      auto ids = tok->encode_pair(c["query"].get<std::string>(), docs[i], text::EncodeOptions{.add_special = false, .parse_special = false});
+      ASSERT_TRUE(ids) << ids.error().str();
+      EXPECT_EQ(ids->size(), lens[i]) << "document " << i << " of '" << c["query"].get<std::string>() << "'";
+      EXPECT_EQ(ids->front(), tok->bos());
+      pairs.push_back(std::move(*ids));
+    }
+    std::vector<std::span<const int32_t>> seqs(pairs.begin(), pairs.end());
+    auto scores = (*r)->score_many(seqs);
+    ASSERT_TRUE(scores) << scores.error().str();
+    ASSERT_EQ(scores->size(), docs.size());
+    double err = 0, ref = 0, mean = 0;
+    for (double x : gold) mean += x / double(gold.size());
+    for (size_t i = 0; i < docs.size(); ++i) {
+      ASSERT_EQ((*scores)[i].size(), 1u);
+      const double s = (*scores)[i][0];
+      err += (s - gold[i]) * (s - gold[i]), ref += (gold[i] - mean) * (gold[i] - mean);
+      for (size_t j = 0; j < docs.size(); ++j)
+        if (gold[i] > gold[j] + 2e-3) EXPECT_GT(s, (*scores)[j][0]) << "documents " << i << " and " << j << " swap places";
+      auto alone = (*r)->score_many(std::span<const std::span<const int32_t>>(&seqs[i], 1));
+      ASSERT_TRUE(alone) << alone.error().str();
+      EXPECT_EQ(0, std::memcmp((*alone)[0].data(), (*scores)[i].data(), sizeof(float))) << "document " << i << " packed differs from alone";
+    }
+    const double nmse = err / ref;
+    worst = std::max(worst, nmse);
+    EXPECT_LT(nmse, 1e-4) << c["query"].get<std::string>();
+  }
+  std::printf("reranker: worst NMSE of a case's scores %.2e\n", worst);
+  std::vector<int32_t> one = {101, 102};
+  const std::span<const int32_t> seq[1] = {one};
+  EXPECT_FALSE((*r)->embed_many(seq));
+}
+TEST(ModelConformance, MiniLMReranker) { check_reranker(runtime::Executor::ref); }
+TEST(ModelConformance, CpuMiniLMReranker) { check_reranker(runtime::Executor::cpu); }
 TEST(ModelConformance, CpuMiniLMEmbeddings) { check_minilm(runtime::Executor::cpu); }
 
 // f32 weights: llama.cpp's greedy continuation is reproduced token for token.
