@@ -1,7 +1,15 @@
 #include "cpu/isa.h"
 
+#include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <string>
+
+#if defined(__x86_64__)
+#include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 namespace ggflow::cpu {
 
@@ -52,5 +60,39 @@ Result<Isa> isa_from_env() {
                       "use one of the supported: " + std::string(to_string(best_isa())) + " or narrower");
   return *isa;
 }
+
+namespace {
+
+bool amx_probe() {
+#if defined(__x86_64__) && defined(SYS_arch_prctl)
+  unsigned a, b, c, d;
+  if (!__get_cpuid_count(7, 0, &a, &b, &c, &d)) return false;
+  const bool tile = d & (1u << 24), int8 = d & (1u << 25);
+  if (!tile || !int8 || !isa_supported(Isa::avx512)) return false;
+  constexpr long kReqXcompPerm = 0x1023, kXtileData = 18;  // linux/arch/x86/include/uapi/asm/prctl.h
+  return syscall(SYS_arch_prctl, kReqXcompPerm, kXtileData) == 0;
+#else
+  return false;
+#endif
+}
+
+std::atomic<bool>& amx_switch() {
+  static std::atomic<bool> on{[] {
+    const char* e = std::getenv("GGFLOW_AMX");
+    return !(e && std::strcmp(e, "0") == 0);
+  }()};
+  return on;
+}
+
+}  // namespace
+
+bool amx_supported() {
+  static const bool ok = amx_probe();
+  return ok;
+}
+
+bool amx_enabled() { return amx_supported() && amx_switch().load(std::memory_order_relaxed); }
+
+void set_amx_enabled(bool on) { amx_switch().store(on, std::memory_order_relaxed); }
 
 }  // namespace ggflow::cpu

@@ -21,4 +21,12 @@ Isa best_isa();                                    // the widest supported
 // GGFLOW_ISA when set (an error names a bad or unsupported value), else best_isa().
 Result<Isa> isa_from_env();
 
+// AMX (Intel's tile unit: AMX-TILE + AMX-INT8) is not an ISA level of its own: the AVX-512 path
+// hands it the integer dot products of K-quant prompt GEMMs (16 tokens and more) when the CPU has
+// it and Linux grants this process the tile state (arch_prctl ARCH_REQ_XCOMP_PERM). Integer sums
+// are exact in any order, so the bits are the twin's either way. GGFLOW_AMX=0 turns it off.
+bool amx_supported();            // CPU flags and the kernel's permission (asked once)
+bool amx_enabled();              // supported, and not turned off
+void set_amx_enabled(bool on);   // tests run both paths; no effect where not supported
+
 }  // namespace ggflow::cpu

@@ -20,6 +20,7 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -315,7 +316,14 @@ void run_packed_case(GgmlType t, int64_t K, int64_t N, int64_t T, std::mt19937& 
     unpack_row(t, P.data(), K, n, row.data());
     ASSERT_EQ(std::memcmp(row.data(), W.data() + n * wrb, wrb), 0) << "row " << n << " does not round-trip";
   }
+  // AVX-512 runs twice where the CPU has AMX: with it (K-quant tiles of 16 tokens) and without.
+  std::vector<std::pair<Isa, bool>> paths;
   for (Isa isa : supported_isas()) {
+    paths.push_back({isa, false});
+    if (isa == Isa::avx512 && amx_supported()) paths.push_back({isa, true});
+  }
+  for (auto [isa, amx] : paths) {
+    set_amx_enabled(amx);
     std::string why;
     std::vector<float> c(static_cast<size_t>(T * ldc), kSentinel);
     ASSERT_TRUE(matmul_packed(isa, t, P.data(), N, K, X.data(), xrb, T, c.data(), ldc, 0, N));
@@ -328,9 +336,10 @@ void run_packed_case(GgmlType t, int64_t K, int64_t N, int64_t T, std::mt19937& 
     }
     if (!bits_equal(c2.data(), cref.data(), c2.size())) why += " split!=twin";
     EXPECT_TRUE(why.empty()) << gguf::traits(t).name << " K=" << K << " N=" << N << " T=" << T
-                             << " isa=" << to_string(isa) << ":" << why;
+                             << " isa=" << to_string(isa) << (amx ? "+amx" : "") << ":" << why;
     tally(why.empty());
   }
+  set_amx_enabled(true);
 }
 
 TEST(MatmulPacked, EqualsTwinOnEveryIsa) {
@@ -344,6 +353,10 @@ TEST(MatmulPacked, EqualsTwinOnEveryIsa) {
     for (int64_t K : {256, 512, 1536})
       for (int64_t N : {1, 15, 16, 17, 33, 70})
         for (int64_t T : {1, 2, 3, 4, 5, 8, 9, 17}) run_packed_case(t, K, N, T, rng);
+  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K})  // AMX: whole tiles of 16 tokens, and a rest
+    for (int64_t K : {256, 2304})
+      for (int64_t N : {15, 33})
+        for (int64_t T : {16, 32, 37}) run_packed_case(t, K, N, T, rng);
   const int passed = g_count.passed - before.passed, failed = g_count.failed - before.failed;
   std::printf("packed matmul over %zu ISA(s): %d passed, %d failed\n", supported_isas().size(), passed, failed);
   EXPECT_EQ(failed, 0);

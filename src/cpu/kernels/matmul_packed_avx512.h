@@ -1,12 +1,15 @@
 // Helpers shared by the AVX-512 packed matmul kernels (matmul_packed_avx512.cpp: 32-blocks,
-// matmul_packed_k_avx512.cpp: super-blocks). Included only by files compiled with AVX-512 flags.
+// matmul_packed_k_avx512.cpp: super-blocks, matmul_packed_k_amx.cpp: their AMX prompt GEMM).
+// Included only by files compiled with AVX-512 flags.
 #pragma once
 
 #include <immintrin.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 
+#include "cpu/kernels/quant_act.h"
 #include "cpu/kernels/side_prefetch.h"
 
 namespace ggflow::cpu::detail::packed_avx512 {
@@ -44,5 +47,48 @@ struct Prefetch {
     if (!side->empty()) side_prefetch_step(*side, kSideLines);
   }
 };
+
+constexpr size_t kQ = offsetof(BlockQA256, q), kBsums = offsetof(BlockQA256, bsums);
+
+// vpdpwssd against the dword at p broadcast (two int16 of the activation's bsums).
+inline __m512i dpwssd_bcast(__m512i acc, __m512i w, const uint8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm512_dpwssd_epi32(acc, w, _mm512_set1_epi32(v));
+}
+
+// Q4_K's 6-bit scale (sc) and min (m) of sub-block j, per lane, from the scale dwords S0, S1, S2
+// (GGUF scale bytes 0..3, 4..7, 8..11 of each row): the twin's scale_min_k4.
+inline __m512i q4k_scale(const __m512i S[3], int j) {
+  const __m512i m63 = _mm512_set1_epi32(63), m15 = _mm512_set1_epi32(15), m3 = _mm512_set1_epi32(3);
+  if (j < 4) return _mm512_and_si512(_mm512_srli_epi32(S[0], 8 * j), m63);
+  const int k = j - 4;
+  return _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(S[2], 8 * k), m15), _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(S[0], 8 * k + 6), m3), 4));
+}
+inline __m512i q4k_min(const __m512i S[3], int j) {
+  const __m512i m63 = _mm512_set1_epi32(63), m15 = _mm512_set1_epi32(15), m3 = _mm512_set1_epi32(3);
+  if (j < 4) return _mm512_and_si512(_mm512_srli_epi32(S[1], 8 * j), m63);
+  const int k = j - 4;
+  return _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(S[2], 8 * k + 4), m15), _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(S[1], 8 * k + 6), m3), 4));
+}
+
+// The end of a Q4_K super-block for TT tokens: msum = sum_j m_j * (bsums[2j] + bsums[2j+1])
+// (vpdpwssd of the (m_j, m_j) int16 pairs against the bsums dword j), then the twin's two f32 steps.
+template <int TT>
+__attribute__((always_inline)) inline void q4k_finish(const uint8_t* p, const __m512i S[3], const uint8_t* a0, size_t xrb, const __m512i* isum,
+                       __m512* acc) {
+  __m512i msum[TT];
+  _Pragma("GCC unroll 16") for (int t = 0; t < TT; ++t) msum[t] = _mm512_setzero_si512();
+  for (int j = 0; j < 8; ++j) {
+    const __m512i m = q4k_min(S, j), mp = _mm512_or_si512(m, _mm512_slli_epi32(m, 16));
+    _Pragma("GCC unroll 16") for (int t = 0; t < TT; ++t) msum[t] = dpwssd_bcast(msum[t], mp, a0 + t * xrb + kBsums + 4 * j);
+  }
+  const __m512 D = half16(p), DMIN = half16(p + 32);
+  _Pragma("GCC unroll 16") for (int t = 0; t < TT; ++t) {
+    const __m512 DA = _mm512_set1_ps(ldf(a0 + t * xrb));
+    acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(D, DA), _mm512_cvtepi32_ps(isum[t]), acc[t]);
+    acc[t] = _mm512_fnmadd_ps(_mm512_mul_ps(DMIN, DA), _mm512_cvtepi32_ps(msum[t]), acc[t]);
+  }
+}
 
 }  // namespace ggflow::cpu::detail::packed_avx512

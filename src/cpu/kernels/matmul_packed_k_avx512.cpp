@@ -21,6 +21,7 @@
 #include <cstddef>
 #include <cstring>
 
+#include "cpu/isa.h"
 #include "cpu/kernels/matmul_packed.h"
 #include "cpu/kernels/matmul_packed_avx512.h"
 #include "cpu/kernels/quant_act.h"
@@ -30,12 +31,16 @@ namespace {
 
 using gguf::GgmlType;
 using packed_avx512::dpbusd_bcast;
+using packed_avx512::dpwssd_bcast;
 using packed_avx512::half16;
+using packed_avx512::q4k_finish;
+using packed_avx512::q4k_scale;
 using packed_avx512::ldf;
 using packed_avx512::Prefetch;
 
 constexpr int kTT = 8;  // tokens per tile at most (Q4_K; Q6_K: 4)
-constexpr size_t kQ = offsetof(BlockQA256, q), kBsums = offsetof(BlockQA256, bsums);
+using packed_avx512::kBsums;
+using packed_avx512::kQ;
 
 #define TOKENS_UNROLLED _Pragma("GCC unroll 4")
 #define TOKENS_UNROLLED8 _Pragma("GCC unroll 8")
@@ -43,47 +48,6 @@ constexpr size_t kQ = offsetof(BlockQA256, q), kBsums = offsetof(BlockQA256, bsu
 inline __m512i ld(const uint8_t* p) { return _mm512_loadu_si512(p); }
 inline __m512i srl32(__m512i v, int n) { return _mm512_srli_epi32(v, n); }
 inline __m512i sll32(__m512i v, int n) { return _mm512_slli_epi32(v, n); }
-// vpdpwssd against the dword at p broadcast (two int16 of the activation's bsums).
-inline __m512i dpwssd_bcast(__m512i acc, __m512i w, const uint8_t* p) {
-  int32_t v;
-  std::memcpy(&v, p, 4);
-  return _mm512_dpwssd_epi32(acc, w, _mm512_set1_epi32(v));
-}
-
-// Q4_K's 6-bit scale (sc) and min (m) of sub-block j, per lane, from the scale dwords S0, S1, S2
-// (GGUF scale bytes 0..3, 4..7, 8..11 of each row): the twin's scale_min_k4.
-inline __m512i q4k_scale(const __m512i S[3], int j) {
-  const __m512i m63 = _mm512_set1_epi32(63), m15 = _mm512_set1_epi32(15), m3 = _mm512_set1_epi32(3);
-  if (j < 4) return _mm512_and_si512(srl32(S[0], 8 * j), m63);
-  const int k = j - 4;
-  return _mm512_or_si512(_mm512_and_si512(srl32(S[2], 8 * k), m15), sll32(_mm512_and_si512(srl32(S[0], 8 * k + 6), m3), 4));
-}
-inline __m512i q4k_min(const __m512i S[3], int j) {
-  const __m512i m63 = _mm512_set1_epi32(63), m15 = _mm512_set1_epi32(15), m3 = _mm512_set1_epi32(3);
-  if (j < 4) return _mm512_and_si512(srl32(S[1], 8 * j), m63);
-  const int k = j - 4;
-  return _mm512_or_si512(_mm512_and_si512(srl32(S[2], 8 * k + 4), m15), sll32(_mm512_and_si512(srl32(S[1], 8 * k + 6), m3), 4));
-}
-
-// The end of a Q4_K super-block for TT tokens: msum = sum_j m_j * (bsums[2j] + bsums[2j+1])
-// (vpdpwssd of the (m_j, m_j) int16 pairs against the bsums dword j), then the twin's two f32 steps.
-template <int TT>
-__attribute__((always_inline)) inline void q4k_finish(const uint8_t* p, const __m512i S[3], const uint8_t* a0, size_t xrb, const __m512i* isum,
-                       __m512* acc) {
-  __m512i msum[TT];
-  TOKENS_UNROLLED8 for (int t = 0; t < TT; ++t) msum[t] = _mm512_setzero_si512();
-  for (int j = 0; j < 8; ++j) {
-    const __m512i m = q4k_min(S, j), mp = _mm512_or_si512(m, sll32(m, 16));
-    TOKENS_UNROLLED8 for (int t = 0; t < TT; ++t) msum[t] = dpwssd_bcast(msum[t], mp, a0 + t * xrb + kBsums + 4 * j);
-  }
-  const __m512 D = half16(p), DMIN = half16(p + 32);
-  TOKENS_UNROLLED8 for (int t = 0; t < TT; ++t) {
-    const __m512 DA = _mm512_set1_ps(ldf(a0 + t * xrb));
-    acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(D, DA), _mm512_cvtepi32_ps(isum[t]), acc[t]);
-    acc[t] = _mm512_fnmadd_ps(_mm512_mul_ps(DMIN, DA), _mm512_cvtepi32_ps(msum[t]), acc[t]);
-  }
-}
-
 template <int TT>
 void tile_q4_k(const uint8_t* G, int64_t nb, const uint8_t* X, size_t xrb, float* C, int64_t ldc, __mmask16 mask,
                Prefetch pf) {
@@ -264,7 +228,16 @@ void matmul_packed_k_avx512(GgmlType t, const uint8_t* P, int64_t K, const uint8
                                       tile_q4_k_wide<5>, tile_q4_k_wide<6>, tile_q4_k_wide<7>, tile_q4_k_wide<8>};
   static constexpr TileFn q6k[4] = {tile_q6_k<1>, tile_q6_k<2>, tile_q6_k<3>, tile_q6_k<4>};
   switch (t) {
-    case GgmlType::Q4_K: return gemm(q4k, 8, 144, P, K, X, xrb, T, C, ldc, n0, n1);
+    case GgmlType::Q4_K:
+      if (T >= 16 && amx_enabled()) {  // whole tiles of 16 tokens on AMX, the rest here
+        const int64_t T16 = T / 16 * 16;
+        matmul_packed_q4k_amx(P, K, X, xrb, T16, C, ldc, n0, n1);
+        if (T16 == T) return;
+        X += T16 * xrb;
+        C += T16 * ldc;
+        T -= T16;
+      }
+      return gemm(q4k, 8, 144, P, K, X, xrb, T, C, ldc, n0, n1);
     case GgmlType::Q6_K: return gemm(q6k, 4, 210, P, K, X, xrb, T, C, ldc, n0, n1);
     default: return;
   }

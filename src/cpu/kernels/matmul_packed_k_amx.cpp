@@ -1,0 +1,130 @@
+// AMX prompt GEMM over packed Q4_K weights (layout in matmul_packed.h), bit for bit the scalar twin
+// of matmul.h, as matmul_packed_k_avx512.cpp is: the twin's f32 steps per super-block
+//   acc = fma(d*da, (float)isum, acc);  acc = fma(-(dmin*da), (float)msum, acc)
+// take exact integer sums, and only where the sub-block sums s_j come from changes. Here one
+// TDPBSUD computes them for 16 tokens x 16 rows at once:
+//   C[t][r] = sum over the 32 elements of sub-block j of qa[t][e] * q[r][e]
+// with A = the 16 tokens' int8 activations of sub-block j (rows t, 32 bytes each, read in place
+// with the activation row stride) and B = the 16 rows' codes of sub-block j as unsigned bytes in
+// the packed layout's dword order (row i of B: dword i of the sub-block, lane r = row r), which
+// is the layout TDPBSUD wants. The codes of a 16-row group are unpacked (nibbles to bytes) once
+// per call and serve every token tile. C goes through memory into lanes (one row of C per token,
+// one lane per weight row, as the VNNI kernels hold them) for isum += sc_j * s_j (vpmulld),
+// while the next sub-block's TDPBSUD runs (two sets of tiles, alternating).
+// Only whole tiles of 16 tokens come here; the caller runs the rest on the VNNI kernels.
+#include <immintrin.h>
+
+#include <vector>
+
+#include "cpu/kernels/matmul_packed.h"
+#include "cpu/kernels/matmul_packed_avx512.h"
+
+namespace ggflow::cpu::detail {
+namespace {
+
+using packed_avx512::kQ;
+using packed_avx512::q4k_finish;
+using packed_avx512::q4k_scale;
+
+constexpr int kTok = 16;                 // tokens per tile (rows of A and C)
+constexpr size_t kGroupBlock = 16 * 144;  // a 16-row group's Q4_K super-block
+constexpr size_t kSubBytes = 8 * 64;      // one sub-block of a group's codes as bytes (B)
+
+// Tiles: C (16 tokens x 16 rows of int32), A (16 tokens x 32 bytes), B (8 dwords x 16 rows x 4
+// bytes); two sets, 0-2 and 3-5, so one sub-block's product runs while the last one is read.
+struct alignas(64) TileConfig {
+  uint8_t palette = 1, start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {64, 32, 64, 64, 32, 64};
+  uint8_t rows[16] = {16, 16, 8, 16, 16, 8};
+};
+
+// C = A . B for one sub-block, stored to `out` (16 x 16 int32), on tile set 0 (tmm0-2) or 1
+// (tmm3-5). GCC's tile intrinsics take the register numbers as literal text.
+#define GGFLOW_DOT_TILE(NAME, TC, TA, TB)                                              \
+  inline void NAME(const uint8_t* a, size_t a_stride, const uint8_t* b, int32_t* out) { \
+    _tile_zero(TC);                                                                     \
+    _tile_loadd(TA, a, static_cast<long>(a_stride));                                    \
+    _tile_loadd(TB, b, 64);                                                             \
+    _tile_dpbsud(TC, TA, TB);                                                           \
+    _tile_stored(TC, out, 64);                                                          \
+  }
+GGFLOW_DOT_TILE(dot_tile0, 0, 1, 2)
+GGFLOW_DOT_TILE(dot_tile1, 3, 4, 5)
+#undef GGFLOW_DOT_TILE
+
+// The group's codes as bytes: sub-block j of super-block b at U + (8b + j) * kSubBytes.
+void unpack_group(const uint8_t* G, int64_t nb, uint8_t* U) {
+  const __m512i m4 = _mm512_set1_epi8(0x0F);
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* codes = G + b * kGroupBlock + 256;
+    for (int pr = 0; pr < 4; ++pr)  // dwords 8pr..8pr+7: sub-blocks 2pr (low nibbles), 2pr+1 (high)
+      for (int i = 0; i < 8; ++i) {
+        const __m512i raw = _mm512_loadu_si512(codes + 64 * (8 * pr + i));
+        uint8_t* lo = U + (8 * b + 2 * pr) * kSubBytes + 64 * i;
+        _mm512_store_si512(lo, _mm512_and_si512(raw, m4));
+        _mm512_store_si512(lo + kSubBytes, _mm512_and_si512(_mm512_srli_epi16(raw, 4), m4));
+      }
+  }
+}
+
+// isum[t] += sc * C[t] for the 16 tokens.
+inline void add_scaled(const int32_t* c, __m512i sc, __m512i* isum) {
+#pragma GCC unroll 16
+  for (int t = 0; t < kTok; ++t) isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(_mm512_load_si512(c + 16 * t), sc));
+}
+
+// 16 tokens at X (row stride xrb) against one group (codes unpacked at U): C[t * ldc + r].
+void tile16(const uint8_t* G, const uint8_t* U, int64_t nb, const uint8_t* X, size_t xrb, float* C, int64_t ldc,
+            __mmask16 mask) {
+  alignas(64) int32_t cbuf[2][kTok * 16];
+  __m512 acc[kTok];
+#pragma GCC unroll 16
+  for (int t = 0; t < kTok; ++t) acc[t] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* p = G + b * kGroupBlock;
+    const __m512i S[3] = {_mm512_loadu_si512(p + 64), _mm512_loadu_si512(p + 128), _mm512_loadu_si512(p + 192)};
+    const uint8_t* a0 = X + b * sizeof(BlockQA256);
+    const uint8_t* u = U + 8 * b * kSubBytes;
+    __m512i isum[kTok];
+#pragma GCC unroll 16
+    for (int t = 0; t < kTok; ++t) isum[t] = _mm512_setzero_si512();
+    dot_tile0(a0 + kQ, xrb, u, cbuf[0]);
+#pragma GCC unroll 8
+    for (int j = 0; j < 8; ++j) {
+      if (j + 1 < 8) {
+        if (j % 2 == 0)
+          dot_tile1(a0 + kQ + 32 * (j + 1), xrb, u + (j + 1) * kSubBytes, cbuf[1]);
+        else
+          dot_tile0(a0 + kQ + 32 * (j + 1), xrb, u + (j + 1) * kSubBytes, cbuf[0]);
+      }
+      add_scaled(cbuf[j % 2], q4k_scale(S, j), isum);
+    }
+    q4k_finish<kTok>(p, S, a0, xrb, isum, acc);
+  }
+#pragma GCC unroll 16
+  for (int t = 0; t < kTok; ++t) _mm512_mask_storeu_ps(C + t * ldc, mask, acc[t]);
+}
+
+}  // namespace
+
+void matmul_packed_q4k_amx(const uint8_t* P, int64_t K, const uint8_t* X, size_t xrb, int64_t T, float* C, int64_t ldc,
+                           int64_t n0, int64_t n1) {
+  const int64_t nb = K / 256;
+  const size_t group_bytes = static_cast<size_t>(nb) * kGroupBlock;
+  thread_local std::vector<__m512i> codes;  // the group's codes as bytes (64-byte aligned)
+  codes.resize(static_cast<size_t>(nb) * 8 * kSubBytes / 64);
+  uint8_t* U = reinterpret_cast<uint8_t*>(codes.data());
+  static const TileConfig config;
+  _tile_loadconfig(&config);
+  for (int64_t n = n0; n < n1; n += 16) {
+    const uint8_t* G = P + static_cast<size_t>(n / 16) * group_bytes;
+    const int cnt = static_cast<int>(n1 - n < 16 ? n1 - n : 16);
+    const __mmask16 mask = static_cast<__mmask16>((1u << cnt) - 1);
+    unpack_group(G, nb, U);
+    for (int64_t t0 = 0; t0 + kTok <= T; t0 += kTok) tile16(G, U, nb, X + t0 * xrb, xrb, C + t0 * ldc + n, ldc, mask);
+  }
+  _tile_release();
+}
+
+}  // namespace ggflow::cpu::detail
