@@ -15,7 +15,8 @@
 // nibbles of a code dword belong to different sub-blocks), its isum and its acc; the codes of a
 // dword are loaded and split once per tile. Q4_K also has tiles of 5-8 tokens (prompts), which
 // take one sub-block at a time (tile_q4_k_wide). A group's super-blocks are contiguous; the next
-// group is software-prefetched while this one computes, as in matmul_packed_avx512.cpp.
+// group is software-prefetched while this one computes, as in matmul_packed_avx512.cpp. Where
+// amx_enabled(), Q4_K's whole 16-token tiles go to matmul_packed_k_amx.cpp first.
 #include <immintrin.h>
 
 #include <cstddef>
@@ -46,8 +47,6 @@ using packed_avx512::kQ;
 #define TOKENS_UNROLLED8 _Pragma("GCC unroll 8")
 
 inline __m512i ld(const uint8_t* p) { return _mm512_loadu_si512(p); }
-inline __m512i srl32(__m512i v, int n) { return _mm512_srli_epi32(v, n); }
-inline __m512i sll32(__m512i v, int n) { return _mm512_slli_epi32(v, n); }
 template <int TT>
 void tile_q4_k(const uint8_t* G, int64_t nb, const uint8_t* X, size_t xrb, float* C, int64_t ldc, __mmask16 mask,
                Prefetch pf) {
