@@ -1,8 +1,9 @@
 // Decode attention over the paged KV cache (cpu/kernels/attention.h), one thread: a benchmark,
 // not a test. Run:
-//   ./build/bench/attention_kernel
+//   ./build/bench/attention_kernel [qwen]
 // Each line: B sequences decoding one token each (SmolLM2's heads: 9 query heads over 3 kv heads
-// of 64) at a context of L keys, the cache f32 or f16; "hot" runs one layer's cache again and
+// of 64; Qwen2.5 1.5B's: 12 over 2 of 128) at a context of L keys, the cache f32, f16 or q8_0;
+// "hot" runs one layer's cache again and
 // again (cache-resident when small), "cold" rotates over the caches of as many layers as make
 // > 160 MiB (from DRAM, as in a decode step after the weights streamed through the caches).
 // us per layer call, and GB/s of K/V read.
@@ -16,6 +17,7 @@
 
 #include "cpu/isa.h"
 #include "cpu/kernels/attention.h"
+#include "cpu/kernels/convert.h"
 #include "gguf/dequant.h"
 
 namespace ggflow::cpu {
@@ -31,38 +33,52 @@ void must(const Status& s) {
   }
 }
 
-constexpr int64_t kHk = 3, kHq = 9, kS = 64;
+enum class Elem { f32, f16, q8_0 };
+const char* name(Elem e) { return e == Elem::f32 ? "f32" : e == Elem::f16 ? "f16" : "q8_0"; }
+int64_t bytes_of(Elem e, int64_t n) { return e == Elem::f32 ? 4 * n : e == Elem::f16 ? 2 * n : n / 32 * 34; }
+struct Heads {
+  const char* model;
+  int64_t hk, hq, s;
+};
 
 // One layer's cache for B sequences of L keys each.
 struct Layer {
   std::vector<float> k, v;
   std::vector<uint16_t> k16, v16;
-  KvCache cache(bool half) {
+  std::vector<uint8_t> k8, v8;
+  KvCache cache(Elem e, const Heads& h, int64_t floats) {
     KvCache c;
-    const int64_t n = static_cast<int64_t>(half ? k16.size() : k.size());
-    c.num_blocks = n / (kHk * kKvBlock * kS), c.kv_heads = kHk, c.head_size = kS, c.v_size = kS;
-    if (half) c.k16 = k16.data(), c.v16 = v16.data();
+    c.num_blocks = floats / (h.hk * kKvBlock * h.s), c.kv_heads = h.hk, c.head_size = h.s, c.v_size = h.s;
+    if (e == Elem::f16) c.k16 = k16.data(), c.v16 = v16.data();
+    else if (e == Elem::q8_0) c.k8 = k8.data(), c.v8 = v8.data();
     else c.k = k.data(), c.v = v.data();
     return c;
   }
 };
 
-void bench_decode(Isa isa, int64_t B, int64_t L, bool half) {
+void bench_decode(Isa isa, const Heads& h, int64_t B, int64_t L, Elem e) {
+  const int64_t kHk = h.hk, kHq = h.hq, kS = h.s;
   const int64_t nb = (L + kKvBlock - 1) / kKvBlock, floats = B * nb * kHk * kKvBlock * kS;
-  const size_t layer_bytes = static_cast<size_t>(floats) * 2 * (half ? 2 : 4);
+  const size_t layer_bytes = static_cast<size_t>(bytes_of(e, floats)) * 2;
   const int layers = static_cast<int>(std::max<size_t>(2, (160u << 20) / layer_bytes + 1));
   std::mt19937 rng(5);
   std::normal_distribution<float> nd;
   std::vector<Layer> ls(static_cast<size_t>(layers));
+  std::vector<float> tmp(static_cast<size_t>(floats));
   for (Layer& l : ls) {
-    if (half) {
-      l.k16.resize(floats), l.v16.resize(floats);
-      for (auto& x : l.k16) x = gguf::f32_to_f16(nd(rng));
-      for (auto& x : l.v16) x = gguf::f32_to_f16(nd(rng));
-    } else {
-      l.k.resize(floats), l.v.resize(floats);
-      for (auto& x : l.k) x = nd(rng);
-      for (auto& x : l.v) x = nd(rng);
+    for (auto* dst : {&l.k, &l.v}) {
+      for (auto& x : tmp) x = nd(rng);
+      if (e == Elem::f32) *dst = tmp;
+      if (e == Elem::f16) {
+        auto& h16 = dst == &l.k ? l.k16 : l.v16;
+        h16.resize(static_cast<size_t>(floats));
+        to_f16(isa, tmp.data(), floats, h16.data());
+      }
+      if (e == Elem::q8_0) {
+        auto& b8 = dst == &l.k ? l.k8 : l.v8;
+        b8.resize(static_cast<size_t>(bytes_of(e, floats)));
+        to_q8_0(isa, tmp.data(), floats, b8.data());
+      }
     }
   }
   std::vector<float> q(B * kHq * kS), out(B * kHq * kS);
@@ -77,7 +93,7 @@ void bench_decode(Isa isa, int64_t B, int64_t L, bool half) {
   ab.q = q.data(), ab.q_stride = kHq * kS, ab.out = out.data(), ab.out_stride = kHq * kS;
   ab.tokens = B, ab.q_heads = kHq, ab.positions = pos.data(), ab.seq = seq.data();
   ab.block_indices = bi.data(), ab.block_begins = bib.data(), ab.n_seqs = B, ab.scale = 0.125f;
-  KvCache c0 = ls[0].cache(half);
+  KvCache c0 = ls[0].cache(e, h, floats);
   std::vector<float> scratch(static_cast<size_t>(attention_rows_scratch_floats(c0, ab, L)));
   const int64_t items = attention_items(c0, ab);
   const int reps = std::max(4, static_cast<int>(20000 / (B * L / 64 + 1)));
@@ -89,25 +105,36 @@ void bench_decode(Isa isa, int64_t B, int64_t L, bool half) {
     hot = std::min(hot, seconds_since(t0) / reps);
     t0 = Clock::now();
     for (int r = 0; r < layers; ++r)
-      must(attention_rows(isa, ls[r].cache(half), ab, 0, items, scratch.data(), static_cast<int64_t>(scratch.size())));
+      must(attention_rows(isa, ls[r].cache(e, h, floats), ab, 0, items, scratch.data(), static_cast<int64_t>(scratch.size())));
     cold = std::min(cold, seconds_since(t0) / layers);
   }
-  const double bytes = static_cast<double>(B * L * kHk * kS * 2 * (half ? 2 : 4));  // the K/V rows read
-  std::printf("decode B=%-2lld L=%-5lld %s %-6s  hot %8.1f us (%6.2f GB/s)   cold %8.1f us (%6.2f GB/s)\n",
-              static_cast<long long>(B), static_cast<long long>(L), half ? "f16" : "f32", std::string(to_string(isa)).c_str(),
+  const double bytes = static_cast<double>(bytes_of(e, B * L * kHk * kS) * 2);  // the K/V rows read
+  std::printf("decode %-7s B=%-2lld L=%-5lld %-4s %-6s  hot %8.1f us (%6.2f GB/s)   cold %8.1f us (%6.2f GB/s)\n", h.model,
+              static_cast<long long>(B), static_cast<long long>(L), name(e), std::string(to_string(isa)).c_str(),
               hot * 1e6, bytes / hot * 1e-9, cold * 1e6, bytes / cold * 1e-9);
 }
 
 }  // namespace
 }  // namespace ggflow::cpu
 
-int main() {
+int main(int argc, char** argv) {
   using namespace ggflow::cpu;
+  // attention_kernel [qwen]: Qwen2.5 1.5B's heads at up to 16384 keys, one sequence
+  // (a second argument, f32 | f16 | q8_0: that cache type only, AVX-512 only: for a profiler)
+  const bool qwen = argc > 1 && std::string(argv[1]) == "qwen";
+  const std::string only = argc > 2 ? argv[2] : "";
+  const Heads smol{"smollm2", 3, 9, 64}, qw{"qwen1.5b", 2, 12, 128};
   for (Isa isa : supported_isas()) {
     if (isa == Isa::scalar) continue;
+    if (qwen) {
+      for (int64_t L : {4096, 16384})
+        for (Elem e : {Elem::f32, Elem::f16, Elem::q8_0})
+          if (only.empty() || (only == name(e) && isa == Isa::avx512)) bench_decode(isa, qw, 1, L, e);
+      continue;
+    }
     for (int64_t L : {16, 64, 128, 1024, 4096})
       for (int64_t B : {1, 8})
-        for (bool half : {false, true}) bench_decode(isa, B, L, half);
+        for (Elem e : {Elem::f32, Elem::f16, Elem::q8_0}) bench_decode(isa, smol, B, L, e);
   }
   return 0;
 }

@@ -16,7 +16,7 @@ the row "tg<N> xB / x1" is each tool's batch scaling, the median over the rounds
 xB / x1 (ggflow's bench alternates its batch sizes repetition by repetition).
 With -d D both tools run pp and tg after D tokens of context ("pp<P> @ d<D>", llama-bench's -d).
 --kv-type f16 gives ggflow llama.cpp's default KV cache type (llama-bench's cache is f16; ggflow's
-default is f32).
+default is f32); --kv-type q8_0 gives both tools a q8_0 cache (llama-bench -ctk q8_0 -ctv q8_0 -fa 1).
 Prints the host first (CPU model, SIMD flags, transparent huge pages, the vCPUs' core topology as
 the guest sees it, read bandwidth measured by build/bench/matmul_kernels when it is built), then a Markdown table: llama.cpp t/s, ggflow t/s, the
 ratio ggflow / llama.cpp (> 1: ggflow is faster) and each tool's spread over the rounds ((max - min)
@@ -46,6 +46,8 @@ def run_llama(bin_, model, a):
     cmd = [bin_, "-m", model, "-t", str(a.threads), "-p", str(a.p), "-n", str(a.n), "-r", str(a.r), "-o", "json"]
     if a.depth:
         cmd += ["-d", str(a.depth)]
+    if a.kv_type == "q8_0":  # the same cache type (llama.cpp's quantized V cache needs flash attention)
+        cmd += ["-ctk", "q8_0", "-ctv", "q8_0", "-fa", "1"]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     res = {}
     for rec in json.loads(out):
@@ -161,7 +163,7 @@ def main():
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--batch", type=int, default=0)
     ap.add_argument("-d", "--depth", type=int, default=0, help="context tokens before each test (llama-bench -d)")
-    ap.add_argument("--kv-type", help="ggflow's KV cache type (f32 default, f16: llama.cpp's default)")
+    ap.add_argument("--kv-type", help="ggflow's KV cache type (f32 default, f16: llama.cpp's default; q8_0: both tools)")
     ap.add_argument("models", nargs="+")
     a = ap.parse_args()
     lb = llama_bench_path(a.llama_bench)

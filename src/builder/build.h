@@ -38,8 +38,10 @@ struct BuildOptions {
   // The context the model will run with, where the graph depends on it: a phi3 LongRoPE file takes
   // its long factors beyond rope.scaling.original_context_length (as llama.cpp); 0: within it.
   int64_t n_ctx = 0;
-  // The KV cache's element type: F32, or F16 (half the memory; each K/V value rounded to nearest
-  // even when written, as llama.cpp's default cache). F16 needs flash_attn.
+  // The KV cache's element type: F32; F16 (half the memory; each K/V value rounded to nearest
+  // even when written, as llama.cpp's default cache); or Q8_0 (each head's row as GGML q8_0 blocks,
+  // as llama.cpp's -ctk/-ctv q8_0: 34 bytes per 32 values; the raw and SDPA layouts hold the same
+  // values in f32, the paged layout the blocks). F16 and Q8_0 need flash_attn.
   gguf::GgmlType kv_type = gguf::GgmlType::F32;
   // LoRA adapters (open_lora against the same file), applied unmerged: adapter i's delta is
   // weighted per token by the input lora_scale_i.
@@ -73,7 +75,7 @@ bool is_encoder(const gguf::File& file);
 // Errors: not an encoder, missing or damaged metadata or tensors (named), an unsupported pooling.
 Result<BuiltEncoder> build_encoder(const gguf::File& file);
 
-// "f32" or "f16" (any case) as a KV cache type (BuildOptions::kv_type); else an error naming them.
+// "f32", "f16" or "q8_0" (any case) as a KV cache type (BuildOptions::kv_type); else an error naming them.
 Result<gguf::GgmlType> kv_type_from_name(std::string_view name);
 
 // Names of the per-layer cache inputs and outputs.

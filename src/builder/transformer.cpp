@@ -325,10 +325,18 @@ class Builder {
         k = g_.rope(k, pos, ff, rp);
         g_.set_name(k, "Kcur" + sfx);
         // the cache: write this step's rows
-        int ck = g_.input(cache_k_name(il), opt_.kv_type, {Ekv, KV, 1, 1});
-        int cv = g_.input(cache_v_name(il), opt_.kv_type, {Ekv, KV, 1, 1});
-        ck = g_.set_rows(ck, g_.reshape(k, {Ekv, T, 1, 1}), kv_idxs);   // [Ekv, KV]
-        cv = g_.set_rows(cv, g_.reshape(v, {Ekv, T, 1, 1}), kv_idxs);
+        // a q8_0 cache: the rows rounded to q8_0 and back (cast, cast) into an f32 cache, so that
+        // every layout holds the same values; the paged layout stores them as q8_0 blocks
+        const bool q8 = opt_.kv_type == gguf::GgmlType::Q8_0;
+        const gguf::GgmlType ct = q8 ? gguf::GgmlType::F32 : opt_.kv_type;
+        auto rows = [&](int x) {
+          x = g_.reshape(x, {Ekv, T, 1, 1});                              // [Ekv, T]
+          return q8 ? g_.cast(g_.cast(x, gguf::GgmlType::Q8_0), gguf::GgmlType::F32) : x;
+        };
+        int ck = g_.input(cache_k_name(il), ct, {Ekv, KV, 1, 1});
+        int cv = g_.input(cache_v_name(il), ct, {Ekv, KV, 1, 1});
+        ck = g_.set_rows(ck, rows(k), kv_idxs);                          // [Ekv, KV]
+        cv = g_.set_rows(cv, rows(v), kv_idxs);
         g_.add_output(cache_k_name(il) + "_out", ck);
         g_.add_output(cache_v_name(il) + "_out", cv);
         caches[il] = {ck, cv};
@@ -419,9 +427,11 @@ class Builder {
 }  // namespace
 
 namespace {
-bool kv_type_supported(gguf::GgmlType t) { return t == gguf::GgmlType::F32 || t == gguf::GgmlType::F16; }
+bool kv_type_supported(gguf::GgmlType t) {
+  return t == gguf::GgmlType::F32 || t == gguf::GgmlType::F16 || t == gguf::GgmlType::Q8_0;
+}
 Error kv_type_error(std::string_view name) {
-  return make_error("KV cache type '" + std::string(name) + "' is not supported", "use f32 or f16");
+  return make_error("KV cache type '" + std::string(name) + "' is not supported", "use f32, f16 or q8_0");
 }
 }  // namespace
 
@@ -433,11 +443,17 @@ Result<gguf::GgmlType> kv_type_from_name(std::string_view name) {
 
 Result<BuiltModel> build(const gguf::File& file, const BuildOptions& opt) {
   if (!kv_type_supported(opt.kv_type)) return kv_type_error(gguf::traits(opt.kv_type).name);
-  if (opt.kv_type == gguf::GgmlType::F16 && !opt.flash_attn)
-    return make_error("an f16 KV cache needs flash attention (FLASH_ATTN_EXT)",
+  if (opt.kv_type != gguf::GgmlType::F32 && !opt.flash_attn)
+    return make_error("a " + std::string(gguf::traits(opt.kv_type).name) + " KV cache needs flash attention (FLASH_ATTN_EXT)",
                       "drop --no-flash-attn, or keep the f32 KV cache");
   auto hp = read_hparams(file);
   if (!hp) return hp.error();
+  if (opt.kv_type == gguf::GgmlType::Q8_0)
+    for (int64_t il = 0; il < hp->n_layer; ++il)
+      if (hp->dim(il) % 32 != 0)
+        return make_error("a q8_0 KV cache needs head sizes that are multiples of 32; layer " + std::to_string(il) +
+                              " has " + std::to_string(hp->dim(il)),
+                          "use --kv-type f16 for this model");
   BuiltModel m;
   m.hp = std::move(*hp);
   Builder b(file, m.hp, opt, m.graph);

@@ -1,7 +1,7 @@
 // `ggflow bench`: prompt-processing and generation speed, in the manner of llama-bench.
 //
 //   ggflow bench -m FILE [-p 512] [-n 128] [-t 2] [-r 3] [--engine paged|sdpa|raw]
-//                [--executor cpu|ref] [--batch 1,2,4,8] [--kv-type f32|f16] [-d 4096] [--json]
+//                [--executor cpu|ref] [--batch 1,2,4,8] [--kv-type f32|f16|q8_0] [-d 4096] [--json]
 //   ggflow bench -m FILE (--draft-model F | --lookup N) [--spec-tokens K] --prompts FILE [-n 128]
 //                single-stream greedy decode on a prompt set, plain and speculative alternating
 //                (cmd_bench_spec.cpp)
@@ -235,7 +235,7 @@ void add(CLI::App& app, int& rc) {
   cmd->add_option("--executor", o->executor, "cpu | ref")->capture_default_str();
   cmd->add_option("-d,--n-depth", o->depth, "context tokens before each pp / tg test (llama-bench's -d)")->capture_default_str();
   cmd->add_option("--batch", o->batch, "paged: aggregate decode with B sequences together, e.g. 1,2,4,8");
-  cmd->add_option("--kv-type", o->kv_type, "KV cache element type: f32 | f16")->capture_default_str();
+  cmd->add_option("--kv-type", o->kv_type, "KV cache element type: f32 | f16 | q8_0")->capture_default_str();
   cmd->add_flag("--json", o->json, "one JSON record per test (llama-bench's field names)");
   cmd->add_option("--draft-model", o->spec.draft_model, "speculative decoding with this draft model on --prompts (plain vs speculative)");
   cmd->add_option("--lookup", o->spec.lookup, "speculative decoding with prompt lookup (n-grams of 2 to N tokens) on --prompts");

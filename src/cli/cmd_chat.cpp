@@ -80,7 +80,7 @@ void add(CLI::App& app, int& rc) {
   cmd->add_option("-n,--max-tokens", o->n, "tokens per answer at most")->capture_default_str();
   cmd->add_option("--temperature", o->temperature, "0 = greedy")->capture_default_str();
   cmd->add_option("--seed", o->seed, "random seed (default: random)");
-  cmd->add_option("--kv-type", o->kv_type, "KV cache element type: f32 | f16 (half the memory)")->capture_default_str();
+  cmd->add_option("--kv-type", o->kv_type, "KV cache element type: f32 | f16 (half the memory) | q8_0 (about a quarter)")->capture_default_str();
   cmd->add_option("--max-memory", o->max_memory, "refuse a model that needs more (e.g. 8GiB; default: the memory available)");
   cmd->callback([o, &rc] {
     warn_threads("chat", o->threads);

@@ -146,7 +146,7 @@ bool print_text(std::string_view text) {
 Result<pipeline::GenerationResult> run_paged(const Opts& o, const runtime::ModelFile& file,
                                             const nlohmann::ordered_json& messages, std::string& note) {
   const auto& hp = file.hparams();
-  const int64_t kv = int64_t(o.kv_blocks) * serving::BlockManager::kv_bytes_per_block(hp.kv_elems_per_token(), file.kv_elem_bytes());
+  const int64_t kv = int64_t(o.kv_blocks) * serving::BlockManager::kv_bytes_per_block(hp.kv_elems_per_token(), file.kv_type());
   if (auto s = runtime::check_memory_budget(file.path(), kv, o.max_memory); !s) return s.error();
   serving::EngineConfig cfg;
   cfg.num_blocks = o.kv_blocks;
@@ -239,7 +239,7 @@ void add(CLI::App& app, int& rc) {
   cmd->add_flag("--verbose", o->verbose, "print the executor and what ran on the reference kernel (fallbacks) on stderr");
   cmd->add_option("--max-memory", o->max_memory, "refuse a model (+ paged KV cache) that needs more (e.g. 8GiB; default: the memory available)");
   cmd->add_option("--kv-blocks", o->kv_blocks, "paged: KV cache blocks of 32 tokens")->capture_default_str()->check(CLI::PositiveNumber);
-  cmd->add_option("--kv-type", o->kv_type, "KV cache element type: f32 | f16 (half the memory)")->capture_default_str();
+  cmd->add_option("--kv-type", o->kv_type, "KV cache element type: f32 | f16 (half the memory) | q8_0 (about a quarter)")->capture_default_str();
   cmd->add_option("-m,--model", o->model, "the .gguf model")->required();
   cmd->add_option("-p,--prompt", o->prompt, "prompt text");
   cmd->add_flag("--chat", o->chat, "wrap the prompt in the model's chat template as a user message");

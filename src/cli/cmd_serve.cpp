@@ -1,6 +1,6 @@
 // `ggflow serve`: the OpenAI-compatible server (docs/SERVER.md).
 //
-//   ggflow serve -m FILE [-m FILE ...] [--models-dir DIR] [--max-memory SIZE] [--host H] [--port P] [-t N] [--parallel N] [--kv-cache SIZE] [--kv-type f32|f16]
+//   ggflow serve -m FILE [-m FILE ...] [--models-dir DIR] [--max-memory SIZE] [--host H] [--port P] [-t N] [--parallel N] [--kv-cache SIZE] [--kv-type f32|f16|q8_0]
 //                [--max-batched-tokens N] [--ctx-size N] [--max-queue N] [--api-key KEY]
 //                [--served-model-name NAME] [--no-webui] [--max-body SIZE] [--shutdown-timeout S]
 //                [--draft-model F | --lookup N] [--spec-tokens K]
@@ -77,7 +77,7 @@ Result<std::unique_ptr<pipeline::ContinuousBatchingPipeline>> load(const Opts& o
   if (auto t = (*file)->file().get<std::string>("tokenizer.chat_template")) chat_template = *t;
   auto kv = parse_kv_cache(o.kv_cache);
   if (!kv) return kv.error();
-  const int64_t per_block = serving::BlockManager::kv_bytes_per_block(hp.kv_elems_per_token(), (*file)->kv_elem_bytes());
+  const int64_t per_block = serving::BlockManager::kv_bytes_per_block(hp.kv_elems_per_token(), (*file)->kv_type());
   const int64_t blocks = *kv < 0 ? -*kv : *kv / per_block;
   if (blocks < 1 || blocks > INT32_MAX)
     return make_error("--kv-cache " + o.kv_cache + " holds " + std::to_string(blocks) + " blocks of 32 tokens (" +
@@ -320,7 +320,7 @@ void add(CLI::App& app, int& rc) {
   cmd->add_option("-t,--threads", o->threads, "executor threads (default: the machine's cores)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--parallel,--max-num-seqs", o->parallel, "sequences decoded together")->capture_default_str()->check(CLI::Range(1, 1024));
   cmd->add_option("--kv-cache", o->kv_cache, "KV pool: blocks of 32 tokens (512) or a size (256MiB)")->capture_default_str();
-  cmd->add_option("--kv-type", o->kv_type, "KV cache element type: f32 | f16 (half the memory: twice the blocks)")->capture_default_str();
+  cmd->add_option("--kv-type", o->kv_type, "KV cache element type: f32 | f16 (half the memory: twice the blocks) | q8_0 (34 bytes per 32 values)")->capture_default_str();
   cmd->add_option("--max-batched-tokens", o->max_batched, "tokens per engine step")->capture_default_str()->check(CLI::Range(1, 1 << 20));
   cmd->add_option("--ctx-size", o->ctx, "tokens per request (default: min(2048, the model's, the pool))")->check(CLI::Range(int64_t(1), int64_t(1) << 30));
   cmd->add_option("--max-queue", o->max_queue, "requests waiting beyond --parallel before 429")->capture_default_str()->check(CLI::Range(0, 1 << 20));

@@ -511,12 +511,24 @@ Status Executor::Impl::scatter(Step& s, bool* done) {
   return {};
 }
 
+namespace {
+// A layer's caches [NB, Hkv, 32, S] as the attention kernels' KvCache (type checked by the caller).
+KvCache kv_cache(const Val& kc, const Val& vc) {
+  KvCache c;
+  c.num_blocks = kc.shape[0], c.kv_heads = kc.shape[1], c.head_size = kc.shape[3], c.v_size = vc.shape[3];
+  if (kc.type == ElementType::f16) c.k16 = kc.as<uint16_t>(), c.v16 = vc.as<uint16_t>();
+  else if (kc.type == ElementType::q8_0) c.k8 = kc.as<uint8_t>(), c.v8 = vc.as<uint8_t>();
+  else c.k = kc.as<float>(), c.v = vc.as<float>();
+  return c;
+}
+}  // namespace
+
 Status Executor::Impl::paged_attention(Step& s, bool* done) {
   const Val &q0 = in(s, 0), &k0 = in(s, 1), &v0 = in(s, 2), &kc = in(s, 3), &vc = in(s, 4);
   const ir::Node& n = *s.node;
-  const bool half = kc.type == ElementType::f16;  // an f16 cache (attention.h); else f32
+  // an f32, f16 or q8_0 cache (attention.h)
   if (!kc.writable || !vc.writable || consumers[s.in[3]] != 1 || consumers[s.in[4]] != 1 ||
-      !(kc.type == ElementType::f32 || half) || vc.type != kc.type || q0.type != ElementType::f32 || k0.type != ElementType::f32 ||
+      !(kc.type == ElementType::f32 || kc.type == ElementType::f16 || kc.type == ElementType::q8_0) || vc.type != kc.type || q0.type != ElementType::f32 || k0.type != ElementType::f32 ||
       v0.type != ElementType::f32 || kc.rank != 4 || vc.rank != 4 || q0.rank != 2 || kc.shape[2] != kKvBlock ||
       in(s, 12).numel() != 0 || !kc.contiguous() || !vc.contiguous())
     return *done = false, Status{};
@@ -564,8 +576,7 @@ Status Executor::Impl::paged_attention(Step& s, bool* done) {
   const Val& q = dense(q0, scratch, tq);
   const Val& k = dense(k0, qbuf, tk);
   const Val& v = dense(v0, kvbuf, tv);
-  KvCache cache{half ? nullptr : kc.as<float>(), half ? nullptr : vc.as<float>(), NB, Hk, S, Sv,
-                half ? kc.as<uint16_t>() : nullptr, half ? vc.as<uint16_t>() : nullptr};
+  const KvCache cache = kv_cache(kc, vc);
   // fewer (token, kv head) groups than threads (one decode token on one kv head): split the
   // groups' q heads (each q head's bits are its own)
   const int64_t row_parts =
@@ -629,8 +640,7 @@ Status Executor::Impl::paged_attention(Step& s, bool* done) {
     const Val nk = exec::view_of(run_params[size_t(s.next_kv_params[0])]), nv = exec::view_of(run_params[size_t(s.next_kv_params[1])]);
     if (nk.type == kc.type && nv.type == vc.type && nk.rank == 4 && nv.rank == 4 && nk.contiguous() && nv.contiguous() &&
         std::equal(nk.shape, nk.shape + 4, kc.shape) && std::equal(nv.shape, nv.shape + 4, vc.shape))
-      next = KvCache{half ? nullptr : nk.as<float>(), half ? nullptr : nv.as<float>(), NB, Hk, S, Sv,
-                     half ? nk.as<uint16_t>() : nullptr, half ? nv.as<uint16_t>() : nullptr};
+      next = kv_cache(nk, nv);
   }
   pool->parallel_for(parts, 1, [&](int64_t b, int64_t e, int t) {
     for (int64_t p = b; p < e; ++p)

@@ -207,6 +207,8 @@ int GgmlGraph::cpy(int a, int b) {
   return op(GgmlOp::CPY, tensor(b).type, tensor(b).ne, {a, b});
 }
 
+int GgmlGraph::cast(int a, GgmlType t) { return op(GgmlOp::CPY, t, tensor(a).ne, {a}); }
+
 int GgmlGraph::set_rows(int dst, int rows, int idx) {
   const Ne &D = tensor(dst).ne, &R = tensor(rows).ne, &I = tensor(idx).ne;
   if (!(D[0] == R[0]) || !(I[0] == R[1]) || !R[2].is(1) || !R[3].is(1) || !D[2].is(1) || !D[3].is(1) ||

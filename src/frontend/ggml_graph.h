@@ -88,6 +88,7 @@ class GgmlGraph {
   int transpose(int a);
   int cont(int a);
   int cpy(int a, int b);                            // a converted into b's type and shape
+  int cast(int a, GgmlType t);                      // a converted to type t (ggml_cast: a CPY)
   int set_rows(int dst, int rows, int indices);     // dst with rows[:, i] written at row indices[i]
   int glu_split(GgmlGlu op, int gate, int up);      // act(gate) * up
   int glu(GgmlGlu op, int a, bool swapped);         // halves of a along ne0

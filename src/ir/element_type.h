@@ -1,7 +1,8 @@
 // Element types of IR tensors: the plain scalar types activations use, plus the GGUF block types
 // a weight Constant may hold (memory-mapped from the file, never converted at load time).
 // A block type describes `block_size` logical elements stored in `type_size` bytes; only
-// Constant, Convert (to f32), Gather (rows, to f32) and MatMul (weights) accept block inputs.
+// Constant, Convert (to f32), Gather (rows, to f32), MatMul (weights) and PagedAttention (a q8_0
+// KV cache) accept block inputs; Convert makes one block type, q8_0 from f32 (the KV cache's rounding).
 #pragma once
 
 #include <cstddef>

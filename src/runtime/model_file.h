@@ -51,8 +51,8 @@ class ModelFile {
   size_t n_loras() const { return opt_.loras.size(); }
   const builder::LoraAdapter& lora(size_t i) const { return *opt_.loras[i]; }
   const std::vector<float>& lora_factors() const { return lora_factors_; }
-  // Bytes per KV cache element: 4 (f32) or 2 (f16, BuildOptions::kv_type).
-  int64_t kv_elem_bytes() const { return opt_.kv_type == gguf::GgmlType::F16 ? 2 : 4; }
+  // The paged layout's KV cache element type: F32, F16 or Q8_0 (BuildOptions::kv_type).
+  gguf::GgmlType kv_type() const { return opt_.kv_type; }
 
   // A fresh model in `layout`: the raw graph cloned (weights shared), then the layout passes and
   // the fusions for execution (transforms/fusion), the same in every layout. `log` receives the

@@ -18,7 +18,7 @@ BlockManager::BlockManager(int32_t num_blocks, bool enable_prefix_caching)
 Result<int32_t> BlockManager::blocks_for_budget(int64_t budget_bytes, int64_t bytes_per_block) {
   if (bytes_per_block <= 0)
     return make_error("KV bytes per block = " + std::to_string(bytes_per_block) + " must be > 0",
-                      "use BlockManager::kv_bytes_per_block(kv_elems_per_token, elem_bytes)");
+                      "use BlockManager::kv_bytes_per_block(kv_elems_per_token, kv_type)");
   const int64_t n = budget_bytes / bytes_per_block;
   if (n < 1)
     return make_error("KV cache budget of " + std::to_string(budget_bytes) + " bytes holds no block of " +
@@ -28,8 +28,8 @@ Result<int32_t> BlockManager::blocks_for_budget(int64_t budget_bytes, int64_t by
   return int32_t(n);
 }
 
-int64_t BlockManager::kv_bytes_per_block(int64_t kv_elems_per_token, int64_t elem_bytes) {
-  return kBlockSize * kv_elems_per_token * elem_bytes;
+int64_t BlockManager::kv_bytes_per_block(int64_t kv_elems_per_token, gguf::GgmlType kv_type) {
+  return int64_t(gguf::row_bytes(kv_type, uint64_t(kBlockSize * kv_elems_per_token)));
 }
 
 PrefixMatch BlockManager::match_prefix(std::span<const int32_t> tokens, uint64_t lora) const {

@@ -23,6 +23,8 @@
 #include <utility>
 #include <vector>
 
+#include "gguf/types.h"
+
 #include "serving/prefix_cache.h"
 #include "serving/sequence.h"
 #include "base/result.h"
@@ -45,9 +47,10 @@ class BlockManager {
 
   // Pool sizing from a memory budget: floor(budget / bytes_per_block), at least 1.
   static Result<int32_t> blocks_for_budget(int64_t budget_bytes, int64_t bytes_per_block);
-  // K and V of one block over all layers with a cache: 32 * kv_elems_per_token * elem_bytes, where
-  // kv_elems_per_token = Σ 2 * kv_heads * head_size over those layers (HParams::kv_elems_per_token).
-  static int64_t kv_bytes_per_block(int64_t kv_elems_per_token, int64_t elem_bytes);
+  // K and V of one block over all layers with a cache: 32 * kv_elems_per_token elements of kv_type
+  // (F32 4 bytes, F16 2, Q8_0 34 per 32), where kv_elems_per_token = Σ 2 * kv_heads * head_size
+  // over those layers (HParams::kv_elems_per_token).
+  static int64_t kv_bytes_per_block(int64_t kv_elems_per_token, gguf::GgmlType kv_type);
   static int64_t blocks_for_tokens(int64_t n) { return (n + kBlockSize - 1) / kBlockSize; }
 
   int32_t num_blocks() const { return int32_t(ref_.size()); }

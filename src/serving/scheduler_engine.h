@@ -28,7 +28,7 @@ struct EngineConfig {
   // KV pool: `num_blocks`, or (when 0) kv_cache_bytes / kv_bytes_per_block.
   int32_t num_blocks = 0;
   int64_t kv_cache_bytes = 0;
-  int64_t kv_bytes_per_block = 0;  // BlockManager::kv_bytes_per_block(kv_elems_per_token, elem_bytes)
+  int64_t kv_bytes_per_block = 0;  // BlockManager::kv_bytes_per_block(kv_elems_per_token, kv_type)
   int32_t max_num_seqs = 64;
   int32_t max_num_batched_tokens = 512;
   int64_t max_model_len = 0;       // context limit; 0: the pool's capacity. Never above it.

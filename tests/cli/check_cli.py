@@ -175,7 +175,10 @@ def run_and_chat(ggflow, root, shared):
               and all(x["n_depth"] == 40 and x["avg_ts"] > 0 for x in recs),
               "bench -d 40 --kv-type f16: pp and tg after 40 tokens of context, llama-bench's test names")
         r = run(ggflow, "bench", "-m", stories, "-p", "8", "-n", "0", "-r", "1", "--kv-type", "q4_0")
-        check(r.returncode == 1 and b"f32 or f16" in r.stderr, "bench --kv-type q4_0: refused, naming f32 and f16")
+        check(r.returncode == 1 and b"f32, f16 or q8_0" in r.stderr, "bench --kv-type q4_0: refused, naming f32, f16 and q8_0")
+        r = run(ggflow, "run", "-m", stories, "-p", "Once", "--kv-type", "q8_0")
+        check(r.returncode == 1 and b"multiples of 32" in r.stderr and b"f16" in r.stderr and not r.stdout,
+              "run --kv-type q8_0 on head size 8: refused with the cause and --kv-type f16 as the hint")
         outs = {}
         for kv in ("f32", "f16"):
             for e in ("paged", "sdpa", "raw"):
@@ -207,6 +210,12 @@ def run_and_chat(ggflow, root, shared):
         r = subprocess.run([str(ggflow), "chat", "-m", str(smol), "--temperature", "0", "-n", "24", "--kv-type", "f16"],
                            input=b"What is the capital of France? Answer in one sentence.\n/exit\n", capture_output=True)
         check(r.returncode == 0 and "Paris" in r.stdout.decode(), f"chat --kv-type f16: answered ({r.stdout[:80]})")
+        outs = {}
+        for e in ("paged", "sdpa", "raw"):
+            r = run(ggflow, "run", "-m", smol, "--tokens", "1,416,314,253,4387,30", "-n", "8", "--engine", e, "--kv-type", "q8_0")
+            outs[e] = r.stdout if r.returncode == 0 else None
+        check(outs["paged"] and outs["sdpa"] == outs["paged"] and outs["raw"] == outs["paged"],
+              f"run --kv-type q8_0 (smollm2): the three layouts choose the same greedy ids ({outs['paged']})")
 
 
 def main():

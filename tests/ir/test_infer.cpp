@@ -36,7 +36,13 @@ TEST(Infer, SourcesAndCasts) {
   EXPECT_EQ(sig(ops::scalar_f32(1)), "f32[]");
   EXPECT_EQ(sig(ops::result(f32({s.T}))), "f32[?T]");
   EXPECT_EQ(sig(ops::convert(f32({s.T, 2}), ET::f16)), "f16[?T,2]");
-  EXPECT_NE(err(ops::convert(f32({2}), ET::q8_0)).find("cannot convert to q8_0"), std::string::npos);
+  // f32 -> q8_0 (the KV cache's rounding): whole 32-value blocks on the last axis; no other block type
+  EXPECT_EQ(sig(ops::convert(f32({s.T, 64}), ET::q8_0)), "q8_0[?T,64]");
+  EXPECT_NE(err(ops::convert(f32({2}), ET::q8_0)).find("multiple of 32"), std::string::npos);
+  EXPECT_NE(err(ops::convert(f32({32}), ET::q4_0)).find("cannot convert to q4_0"), std::string::npos);
+  EXPECT_NE(err(ops::convert(ops::convert(f32({32}), ET::f16), ET::q8_0)).find("cannot convert to q8_0"), std::string::npos);
+  EXPECT_EQ(sig(ops::parameter(ET::q8_0, {4, 64}, "key_cache.0")), "q8_0[4,64]");  // a paged q8_0 cache
+  EXPECT_NE(err(ops::parameter(ET::q8_0, {4, 48}, "c")).find("plain element type"), std::string::npos);
   EXPECT_EQ(sig(ops::shape_of(f32({s.B, s.T, 4}))), "i64[3]");
   EXPECT_NE(err(ops::shape_of(f32({2}), ET::f32)).find("i64 or i32"), std::string::npos);
 }

@@ -36,7 +36,7 @@ TEST(KvPoolMemory, ResidentMemoryFollowsTheBlocksInUseNotThePool) {
   ASSERT_TRUE(file.ok()) << file.error().str();
   const auto& hp = (*file)->hparams();
   const int64_t block_bytes =
-      serving::BlockManager::kv_bytes_per_block(hp.kv_elems_per_token(), (*file)->kv_elem_bytes());
+      serving::BlockManager::kv_bytes_per_block(hp.kv_elems_per_token(), (*file)->kv_type());
   constexpr int32_t kPool = 32768;
   const int64_t pool_bytes = kPool * block_bytes;
   constexpr int64_t kSlack = int64_t(64) << 20;  // the compiled plan, its arena, the tokenizer

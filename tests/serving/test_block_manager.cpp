@@ -198,8 +198,11 @@ TEST(PrefixCache, LookupComparesContentNotJustHash) {
 
 TEST(BlockManager, SizingFromMemoryBudget) {
   // smollm2-135m: 30 layers, 3 kv heads, head size 64, f32 cache.
-  const int64_t per_block = BlockManager::kv_bytes_per_block(2 * 30 * 3 * 64, 4);
+  const int64_t per_block = BlockManager::kv_bytes_per_block(2 * 30 * 3 * 64, ggflow::gguf::GgmlType::F32);
   EXPECT_EQ(per_block, 2 * 30 * 3 * 32 * 64 * 4);
+  // f16: 2 bytes a value; q8_0: a 34-byte block per 32 values (one block per head row of 64: 2)
+  EXPECT_EQ(BlockManager::kv_bytes_per_block(2 * 30 * 3 * 64, ggflow::gguf::GgmlType::F16), 2 * 30 * 3 * 32 * 64 * 2);
+  EXPECT_EQ(BlockManager::kv_bytes_per_block(2 * 30 * 3 * 64, ggflow::gguf::GgmlType::Q8_0), 2 * 30 * 3 * 32 * 2 * 34);
   auto n = BlockManager::blocks_for_budget(64ll << 20, per_block);
   ASSERT_TRUE(n.ok());
   EXPECT_EQ(*n, int32_t((64ll << 20) / per_block));

@@ -118,7 +118,7 @@ TEST(Scheduler, RunnerFailureEndsTheBatchOnly) {
 TEST(Scheduler, ConfigFromMemoryBudgetAndConfigErrors) {
   FakePagedRunner runner(64, kVocab);
   EngineConfig c;
-  c.kv_bytes_per_block = BlockManager::kv_bytes_per_block(2 * 2 * 1 * 8, 4);
+  c.kv_bytes_per_block = BlockManager::kv_bytes_per_block(2 * 2 * 1 * 8, ggflow::gguf::GgmlType::F32);
   c.kv_cache_bytes = 10 * c.kv_bytes_per_block + 5;
   c.max_num_seqs = 4;
   c.max_num_batched_tokens = 64;

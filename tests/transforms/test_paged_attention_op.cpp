@@ -3,7 +3,8 @@
 // 10), GQA 4/2, shuffled block tables, with and without a sliding window, with and without the
 // logit soft-cap (PagedAttention's optional input 13 = SDPA's logit_softcap); and the cache writes.
 // With f16 caches: the rows are rounded as they are written (gguf::f32_to_f16) and the attention
-// equals SDPA on the rounded K/V, bit for bit.
+// equals SDPA on the rounded K/V, bit for bit; with q8_0 caches (head size 32) the same with each
+// row quantized as gguf::quantize_q8_0.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -11,32 +12,48 @@
 #include <random>
 
 #include "gguf/dequant.h"
+#include "gguf/quantize.h"
 #include "ir/ir.h"
 
 namespace ggflow::ir {
 namespace {
 
-constexpr int64_t Hq = 4, Hkv = 2, S = 8, BS = 32;
+constexpr int64_t Hq = 4, Hkv = 2, BS = 32;
+int64_t S = 8;  // head size: 32 for q8_0 caches
 
 struct Seq {
   int64_t past, n;
 };
 
-bool g_half = false;  // run_case's f16 caches: randv rounds to f16
+ElementType g_ct = ElementType::f32;  // run_case's cache type: randv rounds to it
 
+// n values drawn and rounded as the cache holds them (q8_0: per row of S = 32, and quantizing the
+// rounded values again gives them back, so the op's own rounding of K/V changes nothing)
 std::vector<float> randv(std::mt19937& g, size_t n) {
   std::normal_distribution<float> d(0.0f, 1.0f);
   std::vector<float> v(n);
-  for (auto& x : v) x = g_half ? gguf::f16_to_f32(gguf::f32_to_f16(d(g))) : d(g);
+  for (auto& x : v) x = g_ct == ElementType::f16 ? gguf::f16_to_f32(gguf::f32_to_f16(d(g))) : d(g);
+  if (g_ct == ElementType::q8_0) {
+    std::vector<uint8_t> b(n / 32 * 34);
+    gguf::quantize_q8_0(v.data(), static_cast<int64_t>(n), b.data());
+    EXPECT_TRUE(gguf::dequantize(gguf::GgmlType::Q8_0, b, n, v.data()).ok());
+  }
   return v;
+}
+// A cache tensor of type g_ct holding x.
+Tensor cache_tensor(std::vector<int64_t> shape, const std::vector<float>& x) {
+  if (g_ct != ElementType::q8_0) return Tensor::from_f32(g_ct, std::move(shape), x);
+  Tensor t(ElementType::q8_0, std::move(shape));
+  gguf::quantize_q8_0(x.data(), static_cast<int64_t>(x.size()), t.mutable_bytes());
+  return t;
 }
 
 // softcap: 0 builds the 13-input op (no input 13); else input 13 = softcap and SDPA's attribute.
-// half: f16 caches; K, V (and the garbage) are drawn already rounded to f16, so SDPA sees what the cache holds.
-void run_case(int64_t window, float softcap = 0.0f, bool half = false) {
+// ct: the caches' type; K, V (and the garbage) are drawn already rounded to it, so SDPA sees what the cache holds.
+void run_case(int64_t window, float softcap = 0.0f, ElementType ct = ElementType::f32) {
   std::mt19937 g(7 + static_cast<unsigned>(window));
-  g_half = half;
-  const ElementType ct = half ? ElementType::f16 : ElementType::f32;
+  g_ct = ct;
+  S = ct == ElementType::q8_0 ? 32 : 8;
   const std::vector<Seq> seqs = {{0, 5}, {37, 1}, {10, 7}};
   int64_t T = 0, nblocks = 0;
   for (auto s : seqs) T += s.n, nblocks += (s.past + s.n + BS - 1) / BS;
@@ -77,8 +94,8 @@ void run_case(int64_t window, float softcap = 0.0f, bool half = false) {
   }
   ops::PagedAttentionInputs in{
       ops::constant(Tensor::f32({T, Hq * S}, q)), ops::constant(Tensor::f32({T, Hkv * S}, k)),
-      ops::constant(Tensor::f32({T, Hkv * S}, v)), ops::constant(Tensor::from_f32(ct, {NB, Hkv, BS, S}, kc)),
-      ops::constant(Tensor::from_f32(ct, {NB, Hkv, BS, S}, vc)), ops::const_i32(past), ops::const_i32(sb), ops::const_i32(bi),
+      ops::constant(Tensor::f32({T, Hkv * S}, v)), ops::constant(cache_tensor({NB, Hkv, BS, S}, kc)),
+      ops::constant(cache_tensor({NB, Hkv, BS, S}, vc)), ops::const_i32(past), ops::const_i32(sb), ops::const_i32(bi),
       ops::const_i32(bib), ops::const_i32({max_ctx}, std::vector<int64_t>{}), ops::scalar_f32(0.3f),
       ops::const_i32({window}, std::vector<int64_t>{}), ops::const_f32({}, std::vector<int64_t>{0})};
   if (softcap != 0.0f) in.logit_softcap = ops::scalar_f32(softcap);
@@ -143,8 +160,13 @@ TEST(PagedAttentionOp, SlidingWindowMatchesSdpaBitForBit) { run_case(6); }
 TEST(PagedAttentionOp, LogitSoftcapMatchesSdpaBitForBit) { run_case(0, 1.5f); }
 TEST(PagedAttentionOp, LogitSoftcapSlidingWindowMatchesSdpaBitForBit) { run_case(6, 1.5f); }
 TEST(PagedAttentionOp, HalfCachesMatchSdpaOnTheRoundedValues) {
-  run_case(0, 0.0f, true);
-  run_case(6, 1.5f, true);
+  run_case(0, 0.0f, ElementType::f16);
+  run_case(6, 1.5f, ElementType::f16);
+}
+TEST(PagedAttentionOp, Q8CachesMatchSdpaOnTheRoundedValues) {
+  run_case(0, 0.0f, ElementType::q8_0);
+  run_case(6, 1.5f, ElementType::q8_0);
+  g_ct = ElementType::f32, S = 8;
 }
 
 // The soft-cap changes the result (the capped op is not silently the plain one), and a non-finite

@@ -24,15 +24,19 @@ const float* value_row(const KvCache& c, int64_t block, int64_t kvh, int64_t slo
 }
 
 Status check_cache(const KvCache& c) {
-  const bool f32 = c.k && c.v && !c.k16 && !c.v16, f16 = c.k16 && c.v16 && !c.k && !c.v;
-  if (!(f32 || f16) || c.num_blocks <= 0 || c.kv_heads <= 0 || c.head_size <= 0 || c.v_size <= 0)
-    return make_error("attention: the KV cache is empty, mixes f32 and f16, or has a non-positive dimension (blocks " +
+  const int pairs = (c.k && c.v) + (c.k16 && c.v16) + (c.k8 && c.v8), set = !!c.k + !!c.v + !!c.k16 + !!c.v16 + !!c.k8 + !!c.v8;
+  if (pairs != 1 || set != 2 || c.num_blocks <= 0 || c.kv_heads <= 0 || c.head_size <= 0 || c.v_size <= 0)
+    return make_error("attention: the KV cache is empty, mixes element types, or has a non-positive dimension (blocks " +
                       std::to_string(c.num_blocks) + ", kv heads " + std::to_string(c.kv_heads) + ", head size " +
                       std::to_string(c.head_size) + ", value size " + std::to_string(c.v_size) + ")");
-  if (f16 && (c.head_size > kMaxHalfRow || c.v_size > kMaxHalfRow))
-    return make_error("attention: an f16 KV cache takes head sizes up to " + std::to_string(kMaxHalfRow) + ", got " +
-                          std::to_string(c.head_size) + " / " + std::to_string(c.v_size),
+  if ((c.half() || c.q8()) && (c.head_size > kMaxHalfRow || c.v_size > kMaxHalfRow))
+    return make_error(std::string("attention: an ") + (c.q8() ? "q8_0" : "f16") + " KV cache takes head sizes up to " +
+                          std::to_string(kMaxHalfRow) + ", got " + std::to_string(c.head_size) + " / " + std::to_string(c.v_size),
                       "use an f32 KV cache (--kv-type f32) for this model");
+  if (c.q8() && (c.head_size % 32 != 0 || c.v_size % 32 != 0))
+    return make_error("attention: a q8_0 KV cache needs head sizes that are multiples of 32, got " +
+                          std::to_string(c.head_size) + " / " + std::to_string(c.v_size),
+                      "use --kv-type f16 for this model");
   return {};
 }
 
@@ -41,7 +45,10 @@ int64_t query_scratch(int64_t nq, const detail::AttnPlan& pl) { return nq * (pl.
 // Kv head h's K row k and V row v into slot `slot` of cache block `block` (checked by the caller).
 void write_head(Isa isa, const KvCache& c, int64_t block, int64_t h, int64_t slot, const float* k, const float* v) {
   const int64_t ka = c.at(true, block, h, slot), va = c.at(false, block, h, slot);
-  if (c.half()) {
+  if (c.q8()) {
+    to_q8_0(isa, k, c.head_size, c.k8 + c.elem_bytes(ka));
+    to_q8_0(isa, v, c.v_size, c.v8 + c.elem_bytes(va));
+  } else if (c.half()) {
     to_f16(isa, k, c.head_size, c.k16 + ka);
     to_f16(isa, v, c.v_size, c.v16 + va);
   } else {
@@ -94,7 +101,7 @@ float dot16(const float* q, const float* k, int64_t S) {
 void attention_scalar(const KvCache& c, const AttentionQuery& a, const detail::AttnPlan& pl, float* scratch) {
   const float ninf = -std::numeric_limits<float>::infinity();
   const int64_t S = c.head_size, Sv = c.v_size;
-  float row[kMaxHalfRow];  // an f16 cache's row as f32
+  float row[kMaxHalfRow];  // an f16 or q8_0 cache's row as f32
   for (int64_t qi = 0; qi < a.nq; ++qi) {
     const float* q = a.q + qi * a.q_stride;
     float* out = a.out + qi * a.out_stride;

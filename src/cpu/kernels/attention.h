@@ -44,12 +44,14 @@
 // difference is summation order, FMA, exp's < 1 ulp and tanh's <= 2 ulp. Tested
 // (test_kernels_attention): |out - ref| <= 2e-6 max|v| against a double reference (6e-8
 // measured; soft-capped 2.3e-7) and against ir/attention_row.h itself (1.4e-7; soft-capped 4.4e-7).
-// Element type: f32 or f16 cache. An f16 cache holds each K/V value as IEEE half, rounded to
+// Element type: f32, f16 or q8_0 cache. An f16 cache holds each K/V value as IEEE half, rounded to
 // nearest even when written (kv_write, gguf::f32_to_f16, numpy's astype(float16)) and read back
-// exactly (convert.h); everything above then runs on those values unchanged, so an f16 cache gives the bits
-// of an f32 cache holding the same rounded values (the other layouts round with a Convert to f16
-// before their cache). The SIMD versions convert a 16-key chunk of K or a block of V to f32 when
-// they load it (vcvtph2ps, exact).
+// exactly (convert.h); a q8_0 cache holds each head's row as GGML q8_0 blocks (gguf/quantize.h:
+// llama.cpp's q8_0 cache values), read back exactly as d * q. Everything above then runs on those
+// values unchanged, so either gives the bits of an f32 cache holding the same rounded values (the
+// raw and SDPA layouts round with Converts before their caches). The SIMD versions convert a
+// 16-key chunk of K or a block of V to f32 when they load it (vcvtph2ps; q8_0: d times the
+// widened codes, exact).
 #pragma once
 
 #include <algorithm>
@@ -65,27 +67,36 @@ namespace ggflow::cpu {
 inline constexpr int64_t kKvBlock = 32;  // tokens per cache block
 
 // One layer's cache: k [num_blocks, kv_heads, 32, head_size], v [num_blocks, kv_heads, 32, v_size],
-// f32 (k, v) or f16 (k16, v16; the other pair null).
+// f32 (k, v), f16 (k16, v16) or q8_0 (k8, v8: GGML's 34-byte blocks of 32 values, a row being
+// head_size / 32 of them); the other pairs null.
 struct KvCache {
   float* k = nullptr;
   float* v = nullptr;
   int64_t num_blocks = 0, kv_heads = 0, head_size = 0, v_size = 0;
   uint16_t* k16 = nullptr;
   uint16_t* v16 = nullptr;
+  uint8_t* k8 = nullptr;
+  uint8_t* v8 = nullptr;
   bool half() const { return k16 != nullptr; }
-  // Elements per K (is_k) or V row, and where row `slot` of kv head kvh in block `block` starts.
+  bool q8() const { return k8 != nullptr; }
+  // Elements per K (is_k) or V row, and where row `slot` of kv head kvh in block `block` starts
+  // (in elements: a q8_0 row starts at element / 32 blocks).
   int64_t row(bool is_k) const { return is_k ? head_size : v_size; }
   int64_t at(bool is_k, int64_t block, int64_t kvh, int64_t slot) const {
     return ((block * kv_heads + kvh) * kKvBlock + slot) * row(is_k);
   }
-  // The same row's first byte, and the bytes of n rows, whatever the element type.
+  // Bytes of n elements (whole rows) whatever the element type.
+  int64_t elem_bytes(int64_t n) const { return q8() ? n / 32 * 34 : n * (half() ? 2 : 4); }
+  // The same row's first byte, and the bytes of n rows.
   const char* bytes_at(bool is_k, int64_t block, int64_t kvh, int64_t slot) const {
     const int64_t i = at(is_k, block, kvh, slot);
+    if (q8()) return reinterpret_cast<const char*>(is_k ? k8 : v8) + elem_bytes(i);
     return half() ? reinterpret_cast<const char*>((is_k ? k16 : v16) + i) : reinterpret_cast<const char*>((is_k ? k : v) + i);
   }
-  int64_t rows_bytes(bool is_k, int64_t n) const { return n * row(is_k) * (half() ? 2 : 4); }
+  int64_t rows_bytes(bool is_k, int64_t n) const { return elem_bytes(n * row(is_k)); }
 };
-// Head and value sizes an f16 cache takes (a chunk of K and a block of V are converted on the stack).
+// Head and value sizes an f16 or q8_0 cache takes (a chunk of K and a block of V are converted on
+// the stack); a q8_0 cache's also multiples of 32.
 inline constexpr int64_t kMaxHalfRow = 512;
 
 // A group of nq query rows sharing one kv head and one key range.
@@ -176,7 +187,8 @@ Status attention_rows(Isa isa, const KvCache& cache, const AttentionBatch& b, in
 void queue_rows(const KvCache& c, const AttentionBatch& b, int64_t i0, int64_t i1, SidePrefetch& q);
 
 // Writes one token's k [kv_heads * head_size] and v [kv_heads * v_size] rows at position `pos`;
-// into an f16 cache rounded as gguf::f32_to_f16 (NaN -> sign | 0x7E00), on every ISA bit for bit.
+// into an f16 cache rounded as gguf::f32_to_f16 (NaN -> sign | 0x7E00), into a q8_0 cache
+// quantized per head row as gguf::quantize_q8_0 (to_q8_0), on every ISA bit for bit.
 Status kv_write(Isa isa, const KvCache& cache, const int32_t* block_table, int64_t table_len, int64_t pos,
                 const float* k, const float* v);
 
@@ -201,10 +213,14 @@ struct AttnTile {
 };
 // The f32 K (is_k) or V rows [slot, slot + n) of kv head kvh in cache block `block`: in place for
 // an f32 cache; for an f16 one, converted into buf (n rows) by from_f16_quiet (exact; kv_write
-// never stores a signaling NaN).
+// never stores a signaling NaN); for a q8_0 one, dequantized into buf by from_q8_0 (exact).
 inline const float* cache_rows(Isa isa, const KvCache& c, bool is_k, int64_t block, int64_t kvh, int64_t slot,
                                int64_t n, float* buf) {
   const int64_t at = c.at(is_k, block, kvh, slot);
+  if (c.q8()) {
+    from_q8_0(isa, reinterpret_cast<const uint8_t*>(c.bytes_at(is_k, block, kvh, slot)), n * c.row(is_k), buf);
+    return buf;
+  }
   if (!c.half()) return (is_k ? c.k : c.v) + at;
   from_f16_quiet(isa, (is_k ? c.k16 : c.v16) + at, n * c.row(is_k), buf);
   return buf;

@@ -3,7 +3,8 @@
 //   scores: per 16-key chunk (slots 0-15 or 16-31 of a block), for the rows whose range meets it:
 //           - few rows: per row, one register of 16 partial sums per key, then a transposed
 //             reduction doing exactly tree16's additions for the 16 keys (reduce16x16);
-//           - many rows: the chunk is transposed once (KT[d] = dim d of the 16 keys); per row,
+//           - many rows: the chunk is transposed once (KT[d] = dim d of the 16 keys; an f16 or
+//             q8_0 cache's rows converted as they load); per row,
 //             partial i of all 16 keys is one register, FMA chain over d = i, i+16, ... from +0,
 //             and tree16 adds the 16 registers lane-wise (scores_t), 4 rows at a time sharing the
 //             KT loads;
@@ -12,9 +13,11 @@
 //   soft-cap: per row with softcap != 0, s = softcap * tanh(s) over its stored scores (m512::tanh);
 //   weights: per row, as softmax (16 partial sums over keys);
 //   values: per block, lanes over d, 64 dims (4 registers) of up to 6 rows per pass over the
-//           block's keys (rows that see the same keys of the block), the running sums kept in the
+//           block's keys (rows that see the same keys of the block; an f16 or q8_0 cache's rows
+//           converted as they load), the running sums kept in the
 //           output rows between blocks.
 #include <algorithm>
+#include <cstring>
 #include <limits>
 
 #include "cpu/kernels/attention.h"
@@ -65,12 +68,16 @@ inline __m512 dots16(const float* q, const float* kb, int64_t S) {
 constexpr int64_t kMaxTS = 256;  // head sizes up to this take the transposed path (KT on the stack)
 constexpr int kMinTRows = 4;     // ... when at least this many rows need the chunk
 
-// KT[d*16 + k] = dim d of key row k (kb + k*S), d < round_up(S, 16) (dims past S are zero).
-inline void transpose_chunk(const float* kb, int64_t S, float* KT) {
+#define GGFLOW_INLINE inline __attribute__((always_inline))
+
+// KT[d*16 + k] = dim d of key row k, d < round_up(S, 16) (dims past S are zero); load(k, d0, m):
+// dims [d0, d0 + 16) of row k under mask m as f32, zeros outside m.
+template <class Load>
+GGFLOW_INLINE void transpose_rows(Load&& load, int64_t S, float* KT) {
   for (int64_t d0 = 0; d0 < S; d0 += 16) {
     const __mmask16 m = m512::tail_mask(S - d0);
     __m512 r[16], t[16];
-    for (int k = 0; k < 16; ++k) r[k] = _mm512_maskz_loadu_ps(m, kb + k * S + d0);
+    for (int k = 0; k < 16; ++k) r[k] = load(k, d0, m);
     for (int i = 0; i < 8; ++i) {  // t[2i], t[2i+1]: rows 2i, 2i+1 interleaved, columns 4c+{0,1} / 4c+{2,3}
       t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
       t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
@@ -93,7 +100,36 @@ inline void transpose_chunk(const float* kb, int64_t S, float* KT) {
   }
 }
 
-#define GGFLOW_INLINE inline __attribute__((always_inline))
+// Key rows kb + k*S (f32).
+inline void transpose_chunk(const float* kb, int64_t S, float* KT) {
+  transpose_rows([&](int k, int64_t d0, __mmask16 m) { return _mm512_maskz_loadu_ps(m, kb + k * S + d0); }, S, KT);
+}
+
+// The 16 key rows from `slot` of kv head kvh in cache block `block` of an f16 or q8_0 cache,
+// converted as they load (the values cache_rows gives: vcvtph2ps; q8_0 d * q, exact), so that a
+// chunk is not stored as f32 and loaded back before its transpose.
+void transpose_chunk_cache(const KvCache& c, int64_t block, int64_t kvh, int64_t slot, int64_t S, float* KT) {
+  const char* base = c.bytes_at(true, block, kvh, slot);
+  const int64_t rb = c.rows_bytes(true, 1);
+  if (c.q8()) {  // S a multiple of 32 (check_cache): d0 starts a block (+0) or its second half (+16)
+    transpose_rows(
+        [&](int k, int64_t d0, __mmask16) {
+          const uint8_t* b = reinterpret_cast<const uint8_t*>(base + k * rb) + d0 / 32 * 34;
+          uint16_t h;
+          std::memcpy(&h, b, 2);
+          const __m512 d = _mm512_broadcastss_ps(_mm_cvtph_ps(_mm_cvtsi32_si128(h)));
+          const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2 + d0 % 32));
+          return _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)));
+        },
+        S, KT);
+  } else {
+    transpose_rows(
+        [&](int k, int64_t d0, __mmask16 m) {
+          return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, reinterpret_cast<const uint16_t*>(base + k * rb) + d0));
+        },
+        S, KT);
+  }
+}
 
 // acc_i + acc_{i+8} (tree16's first level) for MR rows, lanes over the chunk's 16 keys:
 // acc_i = FMA chain over d = i, i+16, ... < S in order, from +0. SC: S known at compile time
@@ -160,11 +196,32 @@ const ScoresFn* scores_fns_for(int64_t S) {
 
 // ---- values
 
-// For NQ rows at once: out_q[0, 16*NV) += sum over keys i < count of w_q[i] * (row i at
-// vb + i*Sv), key order, one FMA chain per lane and row (NQ*NV independent chains); the last
-// register of each row is masked by `last`.
-template <int NV, int NQ>
-void vacc(const float* const* w, const float* vb, int64_t Sv, int64_t count, float* const* out, __mmask16 last) {
+// The cache's element type, for the value loads (attention.h's KvCache).
+enum class Elem { f32, f16, q8_0 };
+Elem elem_of(const KvCache& c) { return c.q8() ? Elem::q8_0 : c.half() ? Elem::f16 : Elem::f32; }
+
+// Dims [d, d + 16) of the value row at `row` (its first byte) as f32 under mask m, zeros outside:
+// loaded in place (f32) or converted as loaded (f16: vcvtph2ps; q8_0: d * q, d a multiple of 16
+// and the row of whole 32-value blocks): the values cache_rows gives.
+template <Elem E>
+GGFLOW_INLINE __m512 load_dims(const char* row, int64_t d, __mmask16 m) {
+  if constexpr (E == Elem::f32) return _mm512_maskz_loadu_ps(m, reinterpret_cast<const float*>(row) + d);
+  if constexpr (E == Elem::f16) return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, reinterpret_cast<const uint16_t*>(row) + d));
+  if constexpr (E == Elem::q8_0) {
+    const uint8_t* b = reinterpret_cast<const uint8_t*>(row) + d / 32 * 34;
+    uint16_t h;
+    std::memcpy(&h, b, 2);
+    const __m512 sc = _mm512_broadcastss_ps(_mm_cvtph_ps(_mm_cvtsi32_si128(h)));
+    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2 + d % 32));
+    return _mm512_maskz_mul_ps(m, sc, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)));
+  }
+}
+
+// For NQ rows at once: out_q[0, 16*NV) += sum over keys i < count of w_q[i] * (dims [dc, dc +
+// 16*NV) of the value row at vb + i*rb), key order, one FMA chain per lane and row (NQ*NV
+// independent chains); the last register of each row is masked by `last`.
+template <Elem E, int NV, int NQ>
+void vacc(const float* const* w, const char* vb, int64_t rb, int64_t dc, int64_t count, float* const* out, __mmask16 last) {
   const float* wq[NQ];
   float* oq[NQ];
   for (int q = 0; q < NQ; ++q) wq[q] = w[q], oq[q] = out[q];
@@ -174,10 +231,10 @@ void vacc(const float* const* w, const float* vb, int64_t Sv, int64_t count, flo
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) acc[q][v] = _mm512_maskz_loadu_ps(v == NV - 1 ? last : 0xFFFF, oq[q] + 16 * v);
   for (int64_t i = 0; i < count; ++i) {
-    const float* row = vb + i * Sv;
+    const char* row = vb + i * rb;
     __m512 vv[NV];
 #pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) vv[v] = _mm512_maskz_loadu_ps(v == NV - 1 ? last : 0xFFFF, row + 16 * v);
+    for (int v = 0; v < NV; ++v) vv[v] = load_dims<E>(row, dc + 16 * v, v == NV - 1 ? last : 0xFFFF);
 #pragma GCC unroll 8
     for (int q = 0; q < NQ; ++q) {
       const __m512 p = _mm512_set1_ps(wq[q][i]);
@@ -192,16 +249,21 @@ void vacc(const float* const* w, const float* vb, int64_t Sv, int64_t count, flo
 }
 
 constexpr int kMaxNq = 6;  // rows per pass over a block's values (NQ*NV + NV <= 28 registers)
-using VaccFn = void (*)(const float* const*, const float*, int64_t, int64_t, float* const*, __mmask16);
-template <int NV>
-constexpr VaccFn vacc_fns[kMaxNq] = {vacc<NV, 1>, vacc<NV, 2>, vacc<NV, 3>, vacc<NV, 4>, vacc<NV, 5>, vacc<NV, 6>};
-VaccFn vacc_fn(int nv, int nq) {
+using VaccFn = void (*)(const float* const*, const char*, int64_t, int64_t, int64_t, float* const*, __mmask16);
+template <Elem E, int NV>
+constexpr VaccFn vacc_fns[kMaxNq] = {vacc<E, NV, 1>, vacc<E, NV, 2>, vacc<E, NV, 3>,
+                                     vacc<E, NV, 4>, vacc<E, NV, 5>, vacc<E, NV, 6>};
+template <Elem E>
+VaccFn vacc_fn_of(int nv, int nq) {
   switch (nv) {
-    case 1: return vacc_fns<1>[nq - 1];
-    case 2: return vacc_fns<2>[nq - 1];
-    case 3: return vacc_fns<3>[nq - 1];
-    default: return vacc_fns<4>[nq - 1];
+    case 1: return vacc_fns<E, 1>[nq - 1];
+    case 2: return vacc_fns<E, 2>[nq - 1];
+    case 3: return vacc_fns<E, 3>[nq - 1];
+    default: return vacc_fns<E, 4>[nq - 1];
   }
+}
+VaccFn vacc_fn(Elem e, int nv, int nq) {
+  return e == Elem::q8_0 ? vacc_fn_of<Elem::q8_0>(nv, nq) : e == Elem::f16 ? vacc_fn_of<Elem::f16>(nv, nq) : vacc_fn_of<Elem::f32>(nv, nq);
 }
 
 }  // namespace
@@ -220,9 +282,11 @@ void attention_tile_avx512(const KvCache& c, const AttnTile& t) {
   for (int64_t qi = 0; qi < Q; ++qi)
     if (pl[qi].n > 0) L = std::min(L, pl[qi].lo), H = std::max(H, pl[qi].lo + pl[qi].n);
 
-  // an f16 cache's K chunk and V block as f32 (check_cache: rows of at most kMaxHalfRow)
+  // an f16 or q8_0 cache's K chunk as f32 where it is not transposed as it loads (check_cache: rows
+  // of at most kMaxHalfRow)
   alignas(64) float kconv[16 * kMaxHalfRow];
-  alignas(64) float vconv[kKvBlock * kMaxHalfRow];
+  const Elem elem = elem_of(c);
+  const int64_t vrow = c.rows_bytes(false, 1);  // bytes of a value row
 
   // 1. scores, chunk by chunk; each chunk's keys are loaded for all the rows that see them
   alignas(64) float KT[kMaxTS * 16];
@@ -235,9 +299,14 @@ void attention_tile_avx512(const KvCache& c, const AttnTile& t) {
     // the next chunk's keys (or, after the last, the first block's values) arrive while this one computes
     if (c0 + 16 < H) prefetch_rows(c, true, table[(c0 + 16) / kKvBlock], kvh, (c0 + 16) % kKvBlock, 16);
     else prefetch_rows(c, false, table[L / kKvBlock], kvh, 0, kKvBlock);
-    const float* kb = cache_rows(Isa::avx512, c, true, table[c0 / kKvBlock], kvh, c0 % kKvBlock, 16, kconv);
     const bool tr = S <= kMaxTS && active >= kMinTRows;
-    if (tr) transpose_chunk(kb, S, KT);
+    const float* kb = nullptr;  // the chunk's f32 rows, when not transposed straight from an f16 / q8_0 cache
+    if (tr && (c.half() || c.q8())) {
+      transpose_chunk_cache(c, table[c0 / kKvBlock], kvh, c0 % kKvBlock, S, KT);
+    } else {
+      kb = cache_rows(Isa::avx512, c, true, table[c0 / kKvBlock], kvh, c0 % kKvBlock, 16, kconv);
+      if (tr) transpose_chunk(kb, S, KT);
+    }
     const float* qs[kMaxMr];
     float* ps[kMaxMr];
     __mmask16 ms[kMaxMr];
@@ -314,7 +383,7 @@ void attention_tile_avx512(const KvCache& c, const AttnTile& t) {
     for (int64_t qi = 0; qi < Q && !seen; ++qi) seen = pl[qi].n > 0 && pl[qi].lo < p0 + kKvBlock && pl[qi].lo + pl[qi].n > p0;
     if (!seen) continue;
     if (bi < (H - 1) / kKvBlock) prefetch_rows(c, false, table[bi + 1], kvh, 0, kKvBlock);  // the next block's values
-    const float* vblock = cache_rows(Isa::avx512, c, false, table[bi], kvh, 0, kKvBlock, vconv);
+    const char* vblock = c.bytes_at(false, table[bi], kvh, 0);  // rows converted as vacc loads them
     for (int64_t dc = 0; dc < Sv; dc += 64) {
       const int64_t rem = std::min<int64_t>(64, Sv - dc);
       const int nv = static_cast<int>((rem + 15) / 16);
@@ -324,7 +393,7 @@ void attention_tile_avx512(const KvCache& c, const AttnTile& t) {
       int k = 0;
       int64_t s0 = 0, s1 = 0;  // the block's slots of the rows in w / o
       auto flush = [&] {
-        if (k > 0) vacc_fn(nv, k)(w, vblock + s0 * Sv + dc, Sv, s1 - s0, o, last);
+        if (k > 0) vacc_fn(elem, nv, k)(w, vblock + s0 * vrow, vrow, dc, s1 - s0, o, last);
         k = 0;
       };
       for (int64_t qi = 0; qi < Q; ++qi) {

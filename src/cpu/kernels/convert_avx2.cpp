@@ -1,5 +1,7 @@
-// AVX2 + F16C f32 <-> f16 (convert.h): vcvtps2ph rounding to nearest even, NaN lanes as the twin.
+// AVX2 + F16C f32 <-> f16 and q8_0 -> f32 (convert.h): vcvtps2ph rounding to nearest even, NaN lanes as the twin.
 #include <immintrin.h>
+
+#include <cstring>
 
 #include "cpu/kernels/convert.h"
 #include "gguf/dequant.h"
@@ -40,6 +42,18 @@ void from_f16_quiet_avx2(const uint16_t* h, int64_t n, float* f) {
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) _mm256_storeu_ps(f + i, _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h + i))));
   for (; i < n; ++i) f[i] = _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(h[i])));
+}
+
+void from_q8_0_avx2(const uint8_t* in, int64_t n, float* f) {
+  for (int64_t b = 0; b < n / 32; ++b, in += 34, f += 32) {
+    uint16_t h;
+    std::memcpy(&h, in, 2);
+    const __m256 d = _mm256_broadcastss_ps(_mm_cvtph_ps(_mm_cvtsi32_si128(h)));  // as the AVX-512 path
+    for (int i = 0; i < 4; ++i) {
+      const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(in + 2 + 8 * i));
+      _mm256_storeu_ps(f + 8 * i, _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q))));
+    }
+  }
 }
 
 }  // namespace ggflow::cpu::detail

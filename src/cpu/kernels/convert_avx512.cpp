@@ -1,8 +1,11 @@
-// AVX-512 f32 <-> f16 (convert.h): vcvtps2ph rounding to nearest even, NaN lanes as the twin;
+// AVX-512 f32 <-> f16 and q8_0 -> f32 (convert.h): vcvtps2ph rounding to nearest even, NaN lanes as the twin;
 // tails masked.
 #include <immintrin.h>
 
+#include <cstring>
+
 #include "cpu/kernels/convert.h"
+#include "gguf/dequant.h"
 
 namespace ggflow::cpu::detail {
 
@@ -42,6 +45,19 @@ void from_f16_quiet_avx512(const uint16_t* h, int64_t n, float* f) {
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) _mm512_storeu_ps(f + i, _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(h + i))));
   if (i < n) _mm512_mask_storeu_ps(f + i, tail(n - i), _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(tail(n - i), h + i)));
+}
+
+void from_q8_0_avx512(const uint8_t* in, int64_t n, float* f) {
+  for (int64_t b = 0; b < n / 32; ++b, in += 34, f += 32) {
+    uint16_t h;
+    std::memcpy(&h, in, 2);
+    // vcvtph2ps: gguf::f16_to_f32's value for every d to_q8_0 writes (its NaN is quiet)
+    const __m512 d = _mm512_broadcastss_ps(_mm_cvtph_ps(_mm_cvtsi32_si128(h)));
+    const __m128i q0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + 2));
+    const __m128i q1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(in + 18));
+    _mm512_storeu_ps(f, _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q0))));
+    _mm512_storeu_ps(f + 16, _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q1))));
+  }
 }
 
 }  // namespace ggflow::cpu::detail

@@ -2,6 +2,7 @@
 #include "cpu/kernels/quant_act.h"
 
 #include "gguf/dequant.h"
+#include "gguf/quantize.h"
 
 #include <cmath>
 #include <cstring>
@@ -84,14 +85,9 @@ int8_t quant_one(float x, float id) {
 void quant_act_qa32_scalar(const float* x, int64_t nb, uint8_t* out) {
   for (int64_t b = 0; b < nb; ++b, x += 32) {
     BlockQA32 o;
-    const float amax = from_bits(block_amax_bits(x, 32));
-    const float dr = amax / 127.0f;
-    const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+    const float dr = gguf::q8_0_codes(x, o.q);  // d and q are Q8_0's (gguf/quantize.h)
     int32_t sum = 0;
-    for (int i = 0; i < 32; ++i) {
-      o.q[i] = quant_one(x[i], id);
-      sum += o.q[i];
-    }
+    for (int i = 0; i < 32; ++i) sum += o.q[i];
     o.d = f16_round(dr);
     o.s = f16_round(dr * static_cast<float>(sum));
     o.sum = sum;

@@ -82,7 +82,9 @@ Result<ir::Value> translate_CONT(TranslateContext& c) { return c.in(0); }
 Result<ir::Value> translate_CPY(TranslateContext& c) {
   ir::Value v = c.in(0);
   auto ty = ir_type(c.tensor().type);
-  if (!ty || ir::is_block(*ty)) return c.error("copies into " + std::string(gguf::traits(c.tensor().type).name) + " are not supported");
+  if (!ty || (ir::is_block(*ty) && !(*ty == ir::ElementType::q8_0 && v.type() == ir::ElementType::f32)))
+    return c.error("copies into " + std::string(gguf::traits(c.tensor().type).name) + " are not supported",
+                   "the one block type a copy makes is q8_0, from f32 (the KV cache's rounding)");
   if (v.type() != *ty) v = ir::ops::convert(v, *ty);
   ir::Shape want = c.out_shape();
   if (!(v.shape() == want)) {

@@ -3,6 +3,7 @@
 // state, so the evaluator runs them itself; their kernels here only refuse.
 #include <cmath>
 
+#include "gguf/quantize.h"
 #include "ir/infer_ctx.h"
 #include "ir/kernel_util.h"
 #include "ir/op_registry.h"
@@ -14,8 +15,13 @@ using Outs = Result<std::vector<Tensor>>;
 
 Ports infer_Parameter(InferCtx& c) {
   const auto& a = c.attrs<ParameterAttrs>();
+  // q8_0: a paged KV cache (key_cache.N / value_cache.N) of GGML q8_0 blocks along the last axis
+  if (a.type == ElementType::q8_0 && a.shape.rank_known() && a.shape.rank() > 0 && a.shape[a.shape.rank() - 1].is_static() &&
+      a.shape[a.shape.rank() - 1].value() % 32 == 0)
+    return std::vector<PortType>{{a.type, a.shape}};
   if (a.type == ElementType::undefined || is_block(a.type))
-    return fail("a Parameter must have a plain element type, not " + std::string(to_string(a.type)));
+    return fail("a Parameter must have a plain element type (or q8_0 with a last axis of whole 32-value blocks), not " +
+                std::string(to_string(a.type)) + " " + a.shape.str());
   return std::vector<PortType>{{a.type, a.shape}};
 }
 Outs eval_Parameter(const Node& n, std::span<const Tensor>) {
@@ -34,10 +40,18 @@ Outs eval_Constant(const Node& n, std::span<const Tensor>) {
 Ports infer_Result(InferCtx& c) { return std::vector<PortType>{{c.type(0), c.shape(0)}}; }
 Outs eval_Result(const Node&, std::span<const Tensor> in) { return std::vector<Tensor>{in[0]}; }
 
+// Convert: between plain types, a block type to f32 (dequantize), and f32 to q8_0 along the last
+// axis (gguf/quantize.h: the KV cache's q8_0 rounding; the last axis a multiple of 32).
 Ports infer_Convert(InferCtx& c) {
   ElementType to = c.attrs<TypeAttrs>().type;
+  if (to == ElementType::q8_0 && c.type(0) == ElementType::f32) {
+    const Shape& s = c.shape(0);
+    if (s.rank_known() && (s.rank() == 0 || (s[s.rank() - 1].is_static() && s[s.rank() - 1].value() % 32 != 0)))
+      return fail("f32 " + s.str() + " to q8_0: the last axis must be a multiple of 32", "quantize whole rows of 32-value blocks");
+    return std::vector<PortType>{{to, s}};
+  }
   if (to == ElementType::undefined || is_block(to))
-    return fail("cannot convert to " + std::string(to_string(to)), "convert to a plain type");
+    return fail("cannot convert to " + std::string(to_string(to)), "convert to a plain type, or f32 to q8_0");
   if (is_block(c.type(0)) && to != ElementType::f32)
     return fail("a block type converts only to f32, not " + std::string(to_string(to)));
   return std::vector<PortType>{{to, c.shape(0)}};
@@ -45,6 +59,13 @@ Ports infer_Convert(InferCtx& c) {
 Outs eval_Convert(const Node& n, std::span<const Tensor> in) {
   ElementType to = n.attrs<TypeAttrs>().type;
   const Tensor& x = in[0];
+  if (to == ElementType::q8_0) {
+    if (x.shape().empty() || x.shape().back() % 32 != 0) return kernel_error(n, "q8_0 needs rows of a multiple of 32 values");
+    Tensor y(to, x.shape());
+    const std::vector<float> f = x.to_f32();
+    gguf::quantize_q8_0(f.data(), x.numel(), y.mutable_bytes());
+    return std::vector<Tensor>{y};
+  }
   if (is_float(to) || is_block(x.type())) return std::vector<Tensor>{Tensor::from_f32(to, x.shape(), x.to_f32())};
   Tensor y(to, x.shape());
   size_t si = scalar_size(x.type()), so = scalar_size(to);

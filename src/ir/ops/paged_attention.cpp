@@ -5,7 +5,7 @@
 //   0 q                 [T, Hq·S]          every active token of every sequence is one row
 //   1 k                 [T, Hkv·S]         this step's new keys
 //   2 v                 [T, Hkv·Sv]        this step's new values
-//   3 key_cache         [NB, Hkv, BS, S]   NB blocks of BS (= 32 on CPU) rows
+//   3 key_cache         [NB, Hkv, BS, S]   NB blocks of BS (= 32 on CPU) rows; f32, f16 or q8_0
 //   4 value_cache       [NB, Hkv, BS, Sv]
 //   5 past_lens         i32 [B]            rows sequence s already has in cache
 //   6 subsequence_begins i32 [B+1]         prefix sums of the new tokens per sequence, from 0
@@ -34,10 +34,12 @@
 // order, times scale (or soft-capped: c · tanh(dot · (scale / c))), plus the additive mask value 0, max / exp / sum over keys in position order,
 // f32 accumulation of weight · v in position order, one division. Keys that SDPA masks with -inf
 // contribute exactly 0 there, so skipping them here gives the same bits.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "gguf/dequant.h"
+#include "gguf/quantize.h"
 #include "ir/attention_row.h"
 #include "ir/infer_ctx.h"
 #include "ir/kernel_util.h"
@@ -59,7 +61,12 @@ Ports infer_PagedAttention(InferCtx& c) {
   static const size_t ranks[] = {2, 2, 2, 4, 4, 1, 1, 1, 1, 0, 0, 0, 1, 0};
   for (size_t i = 0; i < c.n_in(); ++i) {
     bool want_float = i <= 4 || i == 10 || i >= 12;
-    if (want_float ? !is_float(c.type(i)) : !is_int(c.type(i)))
+    const bool q8_cache = (i == 3 || i == 4) && c.type(i) == ElementType::q8_0;  // a q8_0 cache: rows of 32s
+    if (q8_cache && c.shape(i).rank_known() && c.shape(i).rank() == 4 && c.shape(i)[3].is_static() &&
+        c.shape(i)[3].value() % 32 != 0)
+      return fail(std::string(names[i]) + " is q8_0 with rows of " + c.shape(i)[3].str() + " values, not a multiple of 32",
+                  "use an f16 or f32 KV cache for this head size");
+    if (want_float ? !(is_float(c.type(i)) || q8_cache) : !is_int(c.type(i)))
       return fail(std::string(names[i]) + " must be " + (want_float ? "a float" : "an integer") + " type, not " +
                   std::string(to_string(c.type(i))));
     if (c.shape(i).rank_known() && c.shape(i).rank() != ranks[i])
@@ -117,25 +124,36 @@ Outs eval_PagedAttention(const Node& n, std::span<const Tensor> in) {
   if (!std::isfinite(softcap))
     return kernel_error(n, "logit_softcap must be finite, got " + std::to_string(softcap), "0 turns soft-capping off");
 
-  // f32 or f16 caches (an f16 cache holds each value rounded to nearest even, read back exactly)
+  // f32, f16 or q8_0 caches (an f16 cache holds each value rounded to nearest even, a q8_0 one each
+  // row as GGML q8_0 blocks, gguf/quantize.h; both read back exactly)
   const ElementType ct = in[3].type();
-  if ((ct != ElementType::f32 && ct != ElementType::f16) || in[4].type() != ct)
-    return kernel_error(n, "the caches must both be f32 or both f16, got " + std::string(to_string(ct)) + " and " +
+  if ((ct != ElementType::f32 && ct != ElementType::f16 && ct != ElementType::q8_0) || in[4].type() != ct)
+    return kernel_error(n, "the caches must both be f32, both f16 or both q8_0, got " + std::string(to_string(ct)) + " and " +
                                std::string(to_string(in[4].type())),
                         "allocate key_cache / value_cache with the type of the model's cache parameters");
-  const bool half = ct == ElementType::f16;
+  if (ct == ElementType::q8_0 && (S % 32 != 0 || Sv % 32 != 0))
+    return kernel_error(n, "q8_0 caches need head sizes that are multiples of 32, got " + std::to_string(S) + " / " + std::to_string(Sv));
+  const bool half = ct == ElementType::f16, q8 = ct == ElementType::q8_0;
   std::vector<float> q = in[0].to_f32(), k = in[1].to_f32(), v = in[2].to_f32();
   Tensor kc_out = in[3], vc_out = in[4];  // written in place (aliased outputs 1 and 2)
-  // one cache row as f32: in place, or converted from f16 into buf
+  // cache row r (of W values) as f32: in place, or converted into buf
   auto row = [&](Tensor& t, int64_t r, int64_t W, std::vector<float>& buf) -> const float* {
-    if (!half) return t.data<float>() + r * W;
+    if (!half && !q8) return t.data<float>() + r * W;
     buf.resize(static_cast<size_t>(W));
-    for (int64_t d = 0; d < W; ++d) buf[d] = gguf::f16_to_f32(t.data<uint16_t>()[r * W + d]);
+    if (q8) {
+      const size_t bytes = static_cast<size_t>(W / gguf::kQ8_0Block * gguf::kQ8_0Bytes);
+      (void)gguf::dequantize(gguf::GgmlType::Q8_0, {t.bytes() + r * bytes, bytes}, static_cast<uint64_t>(W), buf.data());
+    } else {
+      for (int64_t d = 0; d < W; ++d) buf[d] = gguf::f16_to_f32(t.data<uint16_t>()[r * W + d]);
+    }
     return buf.data();
   };
-  auto put = [&](Tensor& t, int64_t i, float x) {
-    if (half) t.data<uint16_t>()[i] = gguf::f32_to_f16(x);
-    else t.data<float>()[i] = x;
+  // x[0..W) into cache row r
+  auto put = [&](Tensor& t, int64_t r, int64_t W, const float* x) {
+    if (q8) gguf::quantize_q8_0(x, W, t.mutable_bytes() + r * (W / gguf::kQ8_0Block * gguf::kQ8_0Bytes));
+    else if (half)
+      for (int64_t d = 0; d < W; ++d) t.data<uint16_t>()[r * W + d] = gguf::f32_to_f16(x[d]);
+    else std::copy(x, x + W, t.data<float>() + r * W);
   };
   // Row of kv head h at position p of sequence s in a cache of row width W, or -1.
   std::vector<int64_t> seq_of(T), pos_of(T);
@@ -162,8 +180,8 @@ Outs eval_PagedAttention(const Node& n, std::span<const Tensor> in) {
     for (int64_t h = 0; h < Hk; ++h) {
       auto r = block_row(seq_of[t], pos_of[t], h);
       if (!r) return r.error();
-      for (int64_t d = 0; d < S; ++d) put(kc_out, *r * S + d, k[(t * Hk + h) * S + d]);
-      for (int64_t d = 0; d < Sv; ++d) put(vc_out, *r * Sv + d, v[(t * Hk + h) * Sv + d]);
+      put(kc_out, *r, S, k.data() + (t * Hk + h) * S);
+      put(vc_out, *r, Sv, v.data() + (t * Hk + h) * Sv);
     }
   // 2. attend, per (row, head), with the row arithmetic ScaledDotProductAttention uses (attention_row.h)
   std::vector<float> out(static_cast<size_t>(T * Hq * Sv)), sc, kbuf, vbuf;

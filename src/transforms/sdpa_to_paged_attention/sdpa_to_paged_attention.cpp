@@ -60,11 +60,23 @@ int64_t window_of(const ir::NodePtr& sdpa) {
   return 0;
 }
 
-// The new rows of a cache Concat as f32: a Convert to the cache's type (an f16 cache) is peeled,
-// PagedAttention takes f32 k / v and rounds them into the cache itself.
-ir::Value f32_source(ir::Value v) {
-  if (v.node->type() == ir::OpType::Convert && v.node->input(0).type() == ir::ElementType::f32) return v.node->input(0);
-  return v;
+// The new rows of a cache Concat as f32, and the paged cache's element type: a Convert to the
+// cache's type (an f16 cache) is peeled, as is a round trip f32 -> q8_0 -> f32 (a q8_0 cache: the
+// stateful cache holds the rounded values in f32, the paged one the q8_0 blocks); PagedAttention
+// takes f32 k / v and rounds them into the cache itself.
+struct CacheRows {
+  ir::Value rows;
+  ir::ElementType type;
+};
+bool is_convert_from(const ir::Value& v, ir::ElementType from) {
+  return v.node->type() == ir::OpType::Convert && v.node->input(0).type() == from;
+}
+CacheRows cache_rows(ir::Value v) {
+  if (is_convert_from(v, ir::ElementType::q8_0) && v.type() == ir::ElementType::f32 &&
+      is_convert_from(v.node->input(0), ir::ElementType::f32))
+    return {v.node->input(0).node->input(0), ir::ElementType::q8_0};
+  if (is_convert_from(v, ir::ElementType::f32)) return {v.node->input(0), v.type()};
+  return {v, v.type()};
 }
 
 ir::NodePtr param(ir::ElementType t, ir::Shape s, const std::string& name) {
@@ -160,15 +172,15 @@ Result<bool> SDPAToPagedAttention::run(ir::Model& m) {
     if (shared != last_writer.end()) {
       kc = ir::Value(shared->second.pa, 1), vc = ir::Value(shared->second.pa, 2);
     } else {
-      // the caches keep the stateful variables' type (f32, or f16: PagedAttention rounds as it writes)
-      auto kp = param(L.k.concat->out_type(), {NB, L.Hkv, options_.block_size, L.D}, "key_cache." + N);
-      auto vp = param(L.v.concat->out_type(), {NB, L.Hkv, options_.block_size, L.Dv}, "value_cache." + N);
+      // the caches keep the new rows' rounding (f32, f16 or q8_0: PagedAttention rounds as it writes)
+      auto kp = param(cache_rows(L.k.concat->input(1)).type, {NB, L.Hkv, options_.block_size, L.D}, "key_cache." + N);
+      auto vp = param(cache_rows(L.v.concat->input(1)).type, {NB, L.Hkv, options_.block_size, L.Dv}, "value_cache." + N);
       caches.push_back(kp), caches.push_back(vp);
       kc = kp, vc = vp;
     }
     auto q = o::reshape(o::transpose(L.sdpa->input(0), {0, 2, 1, 3}), std::vector<int64_t>{0, -1}, true);    // [T, H·D]
-    auto k = o::reshape(f32_source(L.k.concat->input(1)), std::vector<int64_t>{0, -1}, true);                 // [T, Hkv·D]
-    auto v = o::reshape(f32_source(L.v.concat->input(1)), std::vector<int64_t>{0, -1}, true);                 // [T, Hkv·Dv]
+    auto k = o::reshape(cache_rows(L.k.concat->input(1)).rows, std::vector<int64_t>{0, -1}, true);            // [T, Hkv·D]
+    auto v = o::reshape(cache_rows(L.v.concat->input(1)).rows, std::vector<int64_t>{0, -1}, true);            // [T, Hkv·Dv]
     const auto& attrs = L.sdpa->attrs<ir::SdpaAttrs>();
     ir::ops::PagedAttentionInputs in{q, k, v, kc, vc, past_lens, sub_begins, block_indices, block_begins, max_ctx,
                                      o::scalar_f32(attrs.scale),                                  // f32 []
