@@ -9,14 +9,19 @@
 
 namespace ggflow::gguf {
 
-float q8_0_codes(const float* x, int8_t* q) {
+uint32_t amax_bits(const float* x, int n) {
   uint32_t m = 0;
-  for (int i = 0; i < kQ8_0Block; ++i) {
+  for (int i = 0; i < n; ++i) {
     uint32_t b;
     std::memcpy(&b, &x[i], 4);
     b &= 0x7FFFFFFFu;
     m = b > m ? b : m;
   }
+  return m;
+}
+
+float q8_0_codes(const float* x, int8_t* q) {
+  const uint32_t m = amax_bits(x, kQ8_0Block);
   float amax;
   std::memcpy(&amax, &m, 4);
   const float id = amax != 0.0f ? 127.0f / amax : 0.0f;

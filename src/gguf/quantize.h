@@ -23,6 +23,8 @@ namespace ggflow::gguf {
 inline constexpr int64_t kQ8_0Block = 32;     // values per block
 inline constexpr int64_t kQ8_0Bytes = 34;     // bytes per block: f16 d + 32 int8
 
+// max over i < n of (bits(x[i]) & 0x7FFFFFFF) as an unsigned integer: amax above (also q8_K's).
+uint32_t amax_bits(const float* x, int n);
 // One block's codes q[0..31] from x[0..31]; returns dr (amax / 127, before rounding to f16).
 float q8_0_codes(const float* x, int8_t* q);
 // n values (a multiple of 32) into n / 32 blocks at out (n / 32 * 34 bytes).

@@ -55,24 +55,6 @@ float qa256_max(uint32_t amax_bits, bool positive) {
 
 namespace {
 
-// amax on the bit patterns of |x| (see quant_act.h).
-uint32_t block_amax_bits(const float* x, int n) {
-  uint32_t m = 0;
-  for (int i = 0; i < n; ++i) {
-    uint32_t b;
-    std::memcpy(&b, &x[i], 4);
-    b &= 0x7FFFFFFFu;
-    m = b > m ? b : m;
-  }
-  return m;
-}
-
-float from_bits(uint32_t b) {
-  float f;
-  std::memcpy(&f, &b, 4);
-  return f;
-}
-
 int8_t quant_one(float x, float id) {
   float v = x * id;
   v = v > -127.0f ? v : -127.0f;
@@ -99,7 +81,7 @@ void quant_act_qa32_scalar(const float* x, int64_t nb, uint8_t* out) {
 void quant_act_qa256_scalar(const float* x, int64_t nb, uint8_t* out) {
   for (int64_t b = 0; b < nb; ++b, x += 256) {
     BlockQA256 o{};
-    const uint32_t amax = block_amax_bits(x, 256);
+    const uint32_t amax = gguf::amax_bits(x, 256);  // on the bit patterns of |x| (quant_act.h)
     if (amax != 0) {
       bool positive = false;
       for (int i = 0; i < 256; ++i) {

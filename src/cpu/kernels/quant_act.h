@@ -12,7 +12,8 @@
 // The quantizer follows llama.cpp's activation contract on x86 (ggml's quantize_row_q8_0 / _q8_1
 // with AVX, quantize_row_q8_K), so that a dot product sees the activations llama.cpp's sees:
 //
-// qa32 (llama.cpp's q8_0 / q8_1), per block of 32 values x[0..31]:
+// qa32 (llama.cpp's q8_0 / q8_1), per block of 32 values x[0..31] (amax, d and q are Q8_0's,
+// gguf/quantize.h, whose q8_0_codes the scalar twin calls):
 //   amax = the largest |x[i]|, taken on the bit patterns: max over i of (bits(x[i]) & 0x7FFFFFFF)
 //          as an unsigned integer (order-free; equals the float max for finite values, and is
 //          NaN when any x[i] is NaN, inf when any is +-inf and none is NaN)
