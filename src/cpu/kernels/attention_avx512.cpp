@@ -70,6 +70,27 @@ constexpr int kMinTRows = 4;     // ... when at least this many rows need the ch
 
 #define GGFLOW_INLINE inline __attribute__((always_inline))
 
+// The cache's element type, for the loads that convert as they go (attention.h's KvCache).
+enum class Elem { f32, f16, q8_0 };
+Elem elem_of(const KvCache& c) { return c.q8() ? Elem::q8_0 : c.half() ? Elem::f16 : Elem::f32; }
+
+// Dims [d, d + 16) of the K or V row at `row` (its first byte) as f32 under mask m, zeros outside:
+// loaded in place (f32) or converted as loaded (f16: vcvtph2ps; q8_0: d * q, d a multiple of 16
+// and the row of whole 32-value blocks): the values cache_rows gives.
+template <Elem E>
+GGFLOW_INLINE __m512 load_dims(const char* row, int64_t d, __mmask16 m) {
+  if constexpr (E == Elem::f32) return _mm512_maskz_loadu_ps(m, reinterpret_cast<const float*>(row) + d);
+  if constexpr (E == Elem::f16) return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, reinterpret_cast<const uint16_t*>(row) + d));
+  if constexpr (E == Elem::q8_0) {
+    const uint8_t* b = reinterpret_cast<const uint8_t*>(row) + d / 32 * 34;
+    uint16_t h;
+    std::memcpy(&h, b, 2);
+    const __m512 sc = _mm512_broadcastss_ps(_mm_cvtph_ps(_mm_cvtsi32_si128(h)));
+    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2 + d % 32));
+    return _mm512_maskz_mul_ps(m, sc, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)));
+  }
+}
+
 // KT[d*16 + k] = dim d of key row k, d < round_up(S, 16) (dims past S are zero); load(k, d0, m):
 // dims [d0, d0 + 16) of row k under mask m as f32, zeros outside m.
 template <class Load>
@@ -100,35 +121,18 @@ GGFLOW_INLINE void transpose_rows(Load&& load, int64_t S, float* KT) {
   }
 }
 
-// Key rows kb + k*S (f32).
-inline void transpose_chunk(const float* kb, int64_t S, float* KT) {
-  transpose_rows([&](int k, int64_t d0, __mmask16 m) { return _mm512_maskz_loadu_ps(m, kb + k * S + d0); }, S, KT);
-}
-
-// The 16 key rows from `slot` of kv head kvh in cache block `block` of an f16 or q8_0 cache,
-// converted as they load (the values cache_rows gives: vcvtph2ps; q8_0 d * q, exact), so that a
-// chunk is not stored as f32 and loaded back before its transpose.
-void transpose_chunk_cache(const KvCache& c, int64_t block, int64_t kvh, int64_t slot, int64_t S, float* KT) {
+// The 16 key rows from `slot` of kv head kvh in cache block `block`, converted as they load (the
+// values cache_rows gives), so that an f16 or q8_0 chunk is not stored as f32 and loaded back
+// before its transpose.
+template <Elem E>
+void transpose_chunk(const KvCache& c, int64_t block, int64_t kvh, int64_t slot, int64_t S, float* KT) {
   const char* base = c.bytes_at(true, block, kvh, slot);
   const int64_t rb = c.rows_bytes(true, 1);
-  if (c.q8()) {  // S a multiple of 32 (check_cache): d0 starts a block (+0) or its second half (+16)
-    transpose_rows(
-        [&](int k, int64_t d0, __mmask16) {
-          const uint8_t* b = reinterpret_cast<const uint8_t*>(base + k * rb) + d0 / 32 * 34;
-          uint16_t h;
-          std::memcpy(&h, b, 2);
-          const __m512 d = _mm512_broadcastss_ps(_mm_cvtph_ps(_mm_cvtsi32_si128(h)));
-          const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2 + d0 % 32));
-          return _mm512_mul_ps(d, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)));
-        },
-        S, KT);
-  } else {
-    transpose_rows(
-        [&](int k, int64_t d0, __mmask16 m) {
-          return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, reinterpret_cast<const uint16_t*>(base + k * rb) + d0));
-        },
-        S, KT);
-  }
+  transpose_rows([&](int k, int64_t d0, __mmask16 m) { return load_dims<E>(base + k * rb, d0, m); }, S, KT);
+}
+using TransposeFn = void (*)(const KvCache&, int64_t, int64_t, int64_t, int64_t, float*);
+TransposeFn transpose_fn(Elem e) {
+  return e == Elem::q8_0 ? transpose_chunk<Elem::q8_0> : e == Elem::f16 ? transpose_chunk<Elem::f16> : transpose_chunk<Elem::f32>;
 }
 
 // acc_i + acc_{i+8} (tree16's first level) for MR rows, lanes over the chunk's 16 keys:
@@ -195,27 +199,6 @@ const ScoresFn* scores_fns_for(int64_t S) {
 }
 
 // ---- values
-
-// The cache's element type, for the value loads (attention.h's KvCache).
-enum class Elem { f32, f16, q8_0 };
-Elem elem_of(const KvCache& c) { return c.q8() ? Elem::q8_0 : c.half() ? Elem::f16 : Elem::f32; }
-
-// Dims [d, d + 16) of the value row at `row` (its first byte) as f32 under mask m, zeros outside:
-// loaded in place (f32) or converted as loaded (f16: vcvtph2ps; q8_0: d * q, d a multiple of 16
-// and the row of whole 32-value blocks): the values cache_rows gives.
-template <Elem E>
-GGFLOW_INLINE __m512 load_dims(const char* row, int64_t d, __mmask16 m) {
-  if constexpr (E == Elem::f32) return _mm512_maskz_loadu_ps(m, reinterpret_cast<const float*>(row) + d);
-  if constexpr (E == Elem::f16) return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, reinterpret_cast<const uint16_t*>(row) + d));
-  if constexpr (E == Elem::q8_0) {
-    const uint8_t* b = reinterpret_cast<const uint8_t*>(row) + d / 32 * 34;
-    uint16_t h;
-    std::memcpy(&h, b, 2);
-    const __m512 sc = _mm512_broadcastss_ps(_mm_cvtph_ps(_mm_cvtsi32_si128(h)));
-    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2 + d % 32));
-    return _mm512_maskz_mul_ps(m, sc, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)));
-  }
-}
 
 // For NQ rows at once: out_q[0, 16*NV) += sum over keys i < count of w_q[i] * (dims [dc, dc +
 // 16*NV) of the value row at vb + i*rb), key order, one FMA chain per lane and row (NQ*NV
@@ -286,6 +269,7 @@ void attention_tile_avx512(const KvCache& c, const AttnTile& t) {
   // of at most kMaxHalfRow)
   alignas(64) float kconv[16 * kMaxHalfRow];
   const Elem elem = elem_of(c);
+  const TransposeFn transpose = transpose_fn(elem);
   const int64_t vrow = c.rows_bytes(false, 1);  // bytes of a value row
 
   // 1. scores, chunk by chunk; each chunk's keys are loaded for all the rows that see them
@@ -300,13 +284,9 @@ void attention_tile_avx512(const KvCache& c, const AttnTile& t) {
     if (c0 + 16 < H) prefetch_rows(c, true, table[(c0 + 16) / kKvBlock], kvh, (c0 + 16) % kKvBlock, 16);
     else prefetch_rows(c, false, table[L / kKvBlock], kvh, 0, kKvBlock);
     const bool tr = S <= kMaxTS && active >= kMinTRows;
-    const float* kb = nullptr;  // the chunk's f32 rows, when not transposed straight from an f16 / q8_0 cache
-    if (tr && (c.half() || c.q8())) {
-      transpose_chunk_cache(c, table[c0 / kKvBlock], kvh, c0 % kKvBlock, S, KT);
-    } else {
-      kb = cache_rows(Isa::avx512, c, true, table[c0 / kKvBlock], kvh, c0 % kKvBlock, 16, kconv);
-      if (tr) transpose_chunk(kb, S, KT);
-    }
+    const float* kb = nullptr;  // the chunk's f32 rows, when not transposed
+    if (tr) transpose(c, table[c0 / kKvBlock], kvh, c0 % kKvBlock, S, KT);
+    else kb = cache_rows(Isa::avx512, c, true, table[c0 / kKvBlock], kvh, c0 % kKvBlock, 16, kconv);
     const float* qs[kMaxMr];
     float* ps[kMaxMr];
     __mmask16 ms[kMaxMr];
