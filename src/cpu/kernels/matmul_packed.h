@@ -78,9 +78,10 @@ void matmul_packed_avx512(gguf::GgmlType wtype, const uint8_t* P, int64_t N, int
 // The super-block types (Q4_K, Q6_K): matmul_packed_k_avx512.cpp.
 void matmul_packed_k_avx512(gguf::GgmlType wtype, const uint8_t* P, int64_t K, const uint8_t* X, size_t x_row_bytes,
                             int64_t T, float* C, int64_t ldc, int64_t n0, int64_t n1);
-// Q4_K over the first T / 16 * 16 tokens on AMX (matmul_packed_k_amx.cpp; only where amx_enabled()).
-void matmul_packed_q4k_amx(const uint8_t* P, int64_t K, const uint8_t* X, size_t x_row_bytes, int64_t T, float* C,
-                           int64_t ldc, int64_t n0, int64_t n1);
+// Q4_K or Q6_K over T tokens, a multiple of 16, on AMX (matmul_packed_k_amx.cpp; only where
+// amx_enabled()).
+void matmul_packed_k_amx(gguf::GgmlType wtype, const uint8_t* P, int64_t K, const uint8_t* X, size_t x_row_bytes,
+                         int64_t T, float* C, int64_t ldc, int64_t n0, int64_t n1);
 }  // namespace detail
 
 }  // namespace ggflow::cpu

@@ -72,6 +72,30 @@ inline __m512i q4k_min(const __m512i S[3], int j) {
   return _mm512_or_si512(_mm512_and_si512(_mm512_srli_epi32(S[2], 8 * k + 4), m15), _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(S[1], 8 * k + 6), m3), 4));
 }
 
+// Q6_K: code = low nibble | (2 high bits << 4). hb4<s>(QH): bits 2s, 2s+1 of every byte moved to
+// bits 4, 5 (16-bit shifts; what crosses a byte boundary lands outside 0x30 and is masked away).
+template <int s>
+inline __m512i hb4(__m512i QH) {
+  if constexpr (s == 0) return _mm512_slli_epi16(QH, 4);
+  if constexpr (s == 1) return _mm512_slli_epi16(QH, 2);
+  if constexpr (s == 2) return QH;
+  return _mm512_srli_epi16(QH, 2);
+}
+// (a & 0x0F) | (h & 0x30), with m30 = 0x30 bytes and m0f = 0x0F bytes.
+inline __m512i q6_code(__m512i a, __m512i h, __m512i m0f, __m512i m30) {
+  return _mm512_ternarylogic_epi32(a, _mm512_and_si512(h, m30), m0f, 0xEC);  // (A & C) | B
+}
+// Q6_K's int8 scales of sub-blocks 2pr and 2pr+1 as int16 pairs per lane (row), from the packed
+// super-block at p (scale pairs at p + 32).
+inline __m512i q6k_scale_pair(const uint8_t* p, int pr) {
+  return _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 + 32 * pr)));
+}
+// Q6_K's scale of sub-block j per lane, sign-extended to int32.
+inline __m512i q6k_scale(const uint8_t* p, int j) {
+  const __m512i pair = q6k_scale_pair(p, j / 2);
+  return j % 2 ? _mm512_srai_epi32(pair, 16) : _mm512_srai_epi32(_mm512_slli_epi32(pair, 16), 16);
+}
+
 // The end of a Q4_K super-block for TT tokens: msum = sum_j m_j * (bsums[2j] + bsums[2j+1])
 // (vpdpwssd of the (m_j, m_j) int16 pairs against the bsums dword j), then the twin's two f32 steps.
 template <int TT>

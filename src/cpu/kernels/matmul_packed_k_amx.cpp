@@ -1,16 +1,20 @@
-// AMX prompt GEMM over packed Q4_K weights (layout in matmul_packed.h), bit for bit the scalar twin
-// of matmul.h, as matmul_packed_k_avx512.cpp is: the twin's f32 steps per super-block
-//   acc = fma(d*da, (float)isum, acc);  acc = fma(-(dmin*da), (float)msum, acc)
+// AMX prompt GEMM over packed super-block weights (Q4_K, Q6_K; layout in matmul_packed.h), bit for
+// bit the scalar twin of matmul.h, as matmul_packed_k_avx512.cpp is: the twin's f32 steps per
+// super-block
+//   Q4_K  acc = fma(d*da, (float)isum, acc);  acc = fma(-(dmin*da), (float)msum, acc)
+//   Q6_K  acc = fma(d*da, (float)isum, acc)
 // take exact integer sums, and only where the sub-block sums s_j come from changes. Here one
 // TDPBSUD computes them for 16 tokens x 16 rows at once:
-//   C[t][r] = sum over the 32 elements of sub-block j of qa[t][e] * q[r][e]
-// with A = the 16 tokens' int8 activations of sub-block j (rows t, 32 bytes each, read in place
-// with the activation row stride) and B = the 16 rows' codes of sub-block j as unsigned bytes in
-// the packed layout's dword order (row i of B: dword i of the sub-block, lane r = row r), which
-// is the layout TDPBSUD wants. The codes of a 16-row group are unpacked (nibbles to bytes) once
-// per call and serve every token tile. C goes through memory into lanes (one row of C per token,
-// one lane per weight row, as the VNNI kernels hold them) for isum += sc_j * s_j (vpmulld),
-// while the next sub-block's TDPBSUD runs (two sets of tiles, alternating).
+//   C[t][r] = sum over the elements of sub-block j (Q4_K: 32, Q6_K: 16) of qa[t][e] * q[r][e]
+// with A = the 16 tokens' int8 activations of sub-block j (rows t, read in place with the
+// activation row stride) and B = the 16 rows' codes of sub-block j as unsigned bytes in the
+// packed layout's dword order (row i of B: dword i of the sub-block, lane r = row r), which is the
+// layout TDPBSUD wants. The codes of a 16-row group are unpacked (Q4_K: nibbles to bytes; Q6_K:
+// nibble | two high bits, codes 0..63) once per call and serve every token tile. C goes through
+// memory into lanes (one row of C per token, one lane per weight row, as the VNNI kernels hold
+// them) for isum += sc_j * s_j (vpmulld), while the next sub-block's TDPBSUD runs (two sets of
+// tiles, alternating). Q6_K's offset -32 enters isum as -32 * sum_j sc_j * bsums[j] (vpdpwssd),
+// exact integer arithmetic like the rest.
 // Only whole tiles of 16 tokens come here; the caller runs the rest on the VNNI kernels.
 #include <immintrin.h>
 
@@ -22,25 +26,39 @@
 namespace ggflow::cpu::detail {
 namespace {
 
+using packed_avx512::dpwssd_bcast;
+using packed_avx512::half16;
+using packed_avx512::hb4;
+using packed_avx512::kBsums;
 using packed_avx512::kQ;
+using packed_avx512::ldf;
 using packed_avx512::q4k_finish;
 using packed_avx512::q4k_scale;
+using packed_avx512::q6_code;
+using packed_avx512::q6k_scale;
+using packed_avx512::q6k_scale_pair;
 
-constexpr int kTok = 16;                 // tokens per tile (rows of A and C)
-constexpr size_t kGroupBlock = 16 * 144;  // a 16-row group's Q4_K super-block
-constexpr size_t kSubBytes = 8 * 64;      // one sub-block of a group's codes as bytes (B)
+constexpr int kTok = 16;  // tokens per tile (rows of A and C)
 
-// Tiles: C (16 tokens x 16 rows of int32), A (16 tokens x 32 bytes), B (8 dwords x 16 rows x 4
-// bytes); two sets, 0-2 and 3-5, so one sub-block's product runs while the last one is read.
+// Tiles: C (16 tokens x 16 rows of int32), A (16 tokens x one sub-block's bytes), B (the
+// sub-block's dwords x 16 rows x 4 bytes); two sets, 0-2 and 3-5, so one sub-block's product runs
+// while the last one is read.
 struct alignas(64) TileConfig {
   uint8_t palette = 1, start_row = 0;
   uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {64, 32, 64, 64, 32, 64};
-  uint8_t rows[16] = {16, 16, 8, 16, 16, 8};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+  constexpr explicit TileConfig(int sub_bytes) {
+    for (int s = 0; s < 2; ++s) {
+      colsb[3 * s] = 64, rows[3 * s] = kTok;                                        // C
+      colsb[3 * s + 1] = static_cast<uint16_t>(sub_bytes), rows[3 * s + 1] = kTok;  // A
+      colsb[3 * s + 2] = 64, rows[3 * s + 2] = static_cast<uint8_t>(sub_bytes / 4);   // B
+    }
+  }
 };
 
 // C = A . B for one sub-block, stored to `out` (16 x 16 int32), on tile set 0 (tmm0-2) or 1
-// (tmm3-5). GCC's tile intrinsics take the register numbers as literal text.
+// (tmm3-5), with the dimensions of the loaded TileConfig. GCC's tile intrinsics take the register numbers as literal text.
 #define GGFLOW_DOT_TILE(NAME, TC, TA, TB)                                              \
   inline void NAME(const uint8_t* a, size_t a_stride, const uint8_t* b, int32_t* out) { \
     _tile_zero(TC);                                                                     \
@@ -53,11 +71,15 @@ GGFLOW_DOT_TILE(dot_tile0, 0, 1, 2)
 GGFLOW_DOT_TILE(dot_tile1, 3, 4, 5)
 #undef GGFLOW_DOT_TILE
 
+// ---- Q4_K: 8 sub-blocks of 32 per super-block ----
+constexpr size_t kQ4kBlock = 16 * 144;  // a 16-row group's super-block
+constexpr size_t kSubBytes = 8 * 64;    // one sub-block of a group's codes as bytes (B)
+
 // The group's codes as bytes: sub-block j of super-block b at U + (8b + j) * kSubBytes.
-void unpack_group(const uint8_t* G, int64_t nb, uint8_t* U) {
+void unpack_q4k(const uint8_t* G, int64_t nb, uint8_t* U) {
   const __m512i m4 = _mm512_set1_epi8(0x0F);
   for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* codes = G + b * kGroupBlock + 256;
+    const uint8_t* codes = G + b * kQ4kBlock + 256;
     for (int pr = 0; pr < 4; ++pr)  // dwords 8pr..8pr+7: sub-blocks 2pr (low nibbles), 2pr+1 (high)
       for (int i = 0; i < 8; ++i) {
         const __m512i raw = _mm512_loadu_si512(codes + 64 * (8 * pr + i));
@@ -75,14 +97,14 @@ inline void add_scaled(const int32_t* c, __m512i sc, __m512i* isum) {
 }
 
 // 16 tokens at X (row stride xrb) against one group (codes unpacked at U): C[t * ldc + r].
-void tile16(const uint8_t* G, const uint8_t* U, int64_t nb, const uint8_t* X, size_t xrb, float* C, int64_t ldc,
+void tile16_q4k(const uint8_t* G, const uint8_t* U, int64_t nb, const uint8_t* X, size_t xrb, float* C, int64_t ldc,
             __mmask16 mask) {
   alignas(64) int32_t cbuf[2][kTok * 16];
   __m512 acc[kTok];
 #pragma GCC unroll 16
   for (int t = 0; t < kTok; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; ++b) {
-    const uint8_t* p = G + b * kGroupBlock;
+    const uint8_t* p = G + b * kQ4kBlock;
     const __m512i S[3] = {_mm512_loadu_si512(p + 64), _mm512_loadu_si512(p + 128), _mm512_loadu_si512(p + 192)};
     const uint8_t* a0 = X + b * sizeof(BlockQA256);
     const uint8_t* u = U + 8 * b * kSubBytes;
@@ -106,23 +128,100 @@ void tile16(const uint8_t* G, const uint8_t* U, int64_t nb, const uint8_t* X, si
   for (int t = 0; t < kTok; ++t) _mm512_mask_storeu_ps(C + t * ldc, mask, acc[t]);
 }
 
+// ---- Q6_K: 16 sub-blocks of 16 per super-block ----
+constexpr size_t kQ6kBlock = 16 * 210;  // a 16-row group's super-block
+constexpr size_t kQ6kCodes = 64 * 64;   // a super-block's codes as bytes: 64 dwords x 16 rows
+
+// The group's codes as bytes: dword d (elements 4d..4d+3) of super-block b at U + b * kQ6kCodes +
+// 64 * d, so sub-block j is the 4 dwords at U + b * kQ6kCodes + 256 * j. ql dword 16g + i holds
+// elements 128g + 4i (low nibbles) and 128g + 64 + 4i (high), their high bits in qh dword
+// 8g + i % 8 (matmul_packed.h).
+void unpack_q6k(const uint8_t* G, int64_t nb, uint8_t* U) {
+  const __m512i m0f = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* p = G + b * kQ6kBlock;
+    uint8_t* u = U + b * kQ6kCodes;
+    for (int g = 0; g < 2; ++g)
+      for (int i = 0; i < 16; ++i) {
+        const __m512i raw = _mm512_loadu_si512(p + 288 + 64 * (16 * g + i));
+        const __m512i QH = _mm512_loadu_si512(p + 2336 + 64 * (8 * g + i % 8));
+        const __m512i lo = q6_code(raw, i < 8 ? hb4<0>(QH) : hb4<1>(QH), m0f, m30);
+        const __m512i hi = q6_code(_mm512_srli_epi16(raw, 4), i < 8 ? hb4<2>(QH) : hb4<3>(QH), m0f, m30);
+        _mm512_store_si512(u + 64 * (32 * g + i), lo);
+        _mm512_store_si512(u + 64 * (32 * g + 16 + i), hi);
+      }
+  }
+}
+
+void tile16_q6k(const uint8_t* G, const uint8_t* U, int64_t nb, const uint8_t* X, size_t xrb, float* C, int64_t ldc,
+                __mmask16 mask) {
+  alignas(64) int32_t cbuf[2][kTok * 16];
+  __m512 acc[kTok];
+#pragma GCC unroll 16
+  for (int t = 0; t < kTok; ++t) acc[t] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* p = G + b * kQ6kBlock;
+    const uint8_t* a0 = X + b * sizeof(BlockQA256);
+    const uint8_t* u = U + b * kQ6kCodes;
+    __m512i isum[kTok];
+#pragma GCC unroll 16
+    for (int t = 0; t < kTok; ++t) isum[t] = _mm512_setzero_si512();
+    dot_tile0(a0 + kQ, xrb, u, cbuf[0]);
+    // The offset first: isum = -32 * sum_j sc_j * bsums[j] (pairs of sub-blocks per vpdpwssd).
+    for (int pr = 0; pr < 8; ++pr) {
+      const __m512i pair = _mm512_slli_epi16(q6k_scale_pair(p, pr), 5), neg = _mm512_sub_epi16(_mm512_setzero_si512(), pair);
+#pragma GCC unroll 16
+      for (int t = 0; t < kTok; ++t) isum[t] = dpwssd_bcast(isum[t], neg, a0 + t * xrb + kBsums + 4 * pr);
+    }
+#pragma GCC unroll 16
+    for (int j = 0; j < 16; ++j) {
+      if (j + 1 < 16) {
+        if (j % 2 == 0)
+          dot_tile1(a0 + kQ + 16 * (j + 1), xrb, u + 256 * (j + 1), cbuf[1]);
+        else
+          dot_tile0(a0 + kQ + 16 * (j + 1), xrb, u + 256 * (j + 1), cbuf[0]);
+      }
+      add_scaled(cbuf[j % 2], q6k_scale(p, j), isum);
+    }
+    const __m512 D = half16(p);
+#pragma GCC unroll 16
+    for (int t = 0; t < kTok; ++t)
+      acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(D, _mm512_set1_ps(ldf(a0 + t * xrb))), _mm512_cvtepi32_ps(isum[t]), acc[t]);
+  }
+#pragma GCC unroll 16
+  for (int t = 0; t < kTok; ++t) _mm512_mask_storeu_ps(C + t * ldc, mask, acc[t]);
+}
+
+struct AmxKernel {
+  size_t block_bytes;  // a group's super-block
+  size_t code_bytes;   // a group's super-block's codes as bytes
+  const TileConfig* config;
+  void (*unpack)(const uint8_t* G, int64_t nb, uint8_t* U);
+  void (*tile)(const uint8_t* G, const uint8_t* U, int64_t nb, const uint8_t* X, size_t xrb, float* C, int64_t ldc,
+               __mmask16 mask);
+};
+
 }  // namespace
 
-void matmul_packed_q4k_amx(const uint8_t* P, int64_t K, const uint8_t* X, size_t xrb, int64_t T, float* C, int64_t ldc,
-                           int64_t n0, int64_t n1) {
+void matmul_packed_k_amx(gguf::GgmlType wtype, const uint8_t* P, int64_t K, const uint8_t* X, size_t xrb, int64_t T,
+                         float* C, int64_t ldc, int64_t n0, int64_t n1) {
+  static const TileConfig q4k_config(32), q6k_config(16);
+  static const AmxKernel q4k{kQ4kBlock, 8 * kSubBytes, &q4k_config, unpack_q4k, tile16_q4k};
+  static const AmxKernel q6k{kQ6kBlock, kQ6kCodes, &q6k_config, unpack_q6k, tile16_q6k};
+  const AmxKernel* k = wtype == gguf::GgmlType::Q4_K ? &q4k : wtype == gguf::GgmlType::Q6_K ? &q6k : nullptr;
+  if (!k) return;
   const int64_t nb = K / 256;
-  const size_t group_bytes = static_cast<size_t>(nb) * kGroupBlock;
+  const size_t group_bytes = static_cast<size_t>(nb) * k->block_bytes;
   thread_local std::vector<__m512i> codes;  // the group's codes as bytes (64-byte aligned)
-  codes.resize(static_cast<size_t>(nb) * 8 * kSubBytes / 64);
+  codes.resize(static_cast<size_t>(nb) * k->code_bytes / 64);
   uint8_t* U = reinterpret_cast<uint8_t*>(codes.data());
-  static const TileConfig config;
-  _tile_loadconfig(&config);
+  _tile_loadconfig(k->config);
   for (int64_t n = n0; n < n1; n += 16) {
     const uint8_t* G = P + static_cast<size_t>(n / 16) * group_bytes;
     const int cnt = static_cast<int>(n1 - n < 16 ? n1 - n : 16);
     const __mmask16 mask = static_cast<__mmask16>((1u << cnt) - 1);
-    unpack_group(G, nb, U);
-    for (int64_t t0 = 0; t0 + kTok <= T; t0 += kTok) tile16(G, U, nb, X + t0 * xrb, xrb, C + t0 * ldc + n, ldc, mask);
+    k->unpack(G, nb, U);
+    for (int64_t t0 = 0; t0 + kTok <= T; t0 += kTok) k->tile(G, U, nb, X + t0 * xrb, xrb, C + t0 * ldc + n, ldc, mask);
   }
   _tile_release();
 }

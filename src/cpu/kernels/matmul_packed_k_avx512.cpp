@@ -16,7 +16,7 @@
 // dword are loaded and split once per tile. Q4_K also has tiles of 5-8 tokens (prompts), which
 // take one sub-block at a time (tile_q4_k_wide). A group's super-blocks are contiguous; the next
 // group is software-prefetched while this one computes, as in matmul_packed_avx512.cpp. Where
-// amx_enabled(), Q4_K's whole 16-token tiles go to matmul_packed_k_amx.cpp first.
+// amx_enabled(), whole 16-token tiles go to matmul_packed_k_amx.cpp first.
 #include <immintrin.h>
 
 #include <cstddef>
@@ -35,8 +35,12 @@ using packed_avx512::dpbusd_bcast;
 using packed_avx512::dpwssd_bcast;
 using packed_avx512::half16;
 using packed_avx512::q4k_finish;
-using packed_avx512::q4k_scale;
+using packed_avx512::hb4;
 using packed_avx512::ldf;
+using packed_avx512::q4k_scale;
+using packed_avx512::q6_code;
+using packed_avx512::q6k_scale;
+using packed_avx512::q6k_scale_pair;
 using packed_avx512::Prefetch;
 
 constexpr int kTT = 8;  // tokens per tile at most (Q4_K; Q6_K: 4)
@@ -126,20 +130,6 @@ void tile_q4_k_wide(const uint8_t* G, int64_t nb, const uint8_t* X, size_t xrb, 
   TOKENS_UNROLLED8 for (int t = 0; t < TT; ++t) _mm512_mask_storeu_ps(C + t * ldc, mask, acc[t]);
 }
 
-// Q6_K: code = low nibble | (2 high bits << 4). hb4(QH, s): bits 2s, 2s+1 of every byte moved to
-// bits 4, 5 (16-bit shifts; what crosses a byte boundary lands outside 0x30 and is masked away).
-template <int s>
-inline __m512i hb4(__m512i QH) {
-  if constexpr (s == 0) return _mm512_slli_epi16(QH, 4);
-  if constexpr (s == 1) return _mm512_slli_epi16(QH, 2);
-  if constexpr (s == 2) return QH;
-  return _mm512_srli_epi16(QH, 2);
-}
-// (a & 0x0F) | (h & 0x30), with m30 = 0x30 bytes and m0f = 0x0F bytes.
-inline __m512i q6_code(__m512i a, __m512i h, __m512i m0f, __m512i m30) {
-  return _mm512_ternarylogic_epi32(a, _mm512_and_si512(h, m30), m0f, 0xEC);  // (A & C) | B
-}
-
 template <int TT>
 void tile_q6_k(const uint8_t* G, int64_t nb, const uint8_t* X, size_t xrb, float* C, int64_t ldc, __mmask16 mask,
                Prefetch pf) {
@@ -169,17 +159,12 @@ void tile_q6_k(const uint8_t* G, int64_t nb, const uint8_t* X, size_t xrb, float
             shi[t] = dpbusd_bcast(shi[t], hi, q + 64);
           }
         }
-        // Scales of sub-blocks 8g+Q and 8g+4+Q (int8, sign-extended per lane).
-        auto scale = [&](int j) {
-          const __m512i pair = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 + 32 * (j / 2))));
-          return j % 2 ? _mm512_srai_epi32(pair, 16) : _mm512_srai_epi32(_mm512_slli_epi32(pair, 16), 16);
-        };
-        const __m512i sc0 = scale(8 * g + Q), sc1 = scale(8 * g + 4 + Q);
+        const __m512i sc0 = q6k_scale(p, 8 * g + Q), sc1 = q6k_scale(p, 8 * g + 4 + Q);
         TOKENS_UNROLLED for (int t = 0; t < TT; ++t)
           isum[t] = _mm512_add_epi32(isum[t], _mm512_add_epi32(_mm512_mullo_epi32(slo[t], sc0), _mm512_mullo_epi32(shi[t], sc1)));
       }
     for (int pr = 0; pr < 8; ++pr) {  // sum_j sc_j * bsums[j], by pairs
-      const __m512i pair = _mm512_cvtepi8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 32 + 32 * pr)));
+      const __m512i pair = q6k_scale_pair(p, pr);
       TOKENS_UNROLLED for (int t = 0; t < TT; ++t) corr[t] = dpwssd_bcast(corr[t], pair, a0 + t * xrb + kBsums + 4 * pr);
     }
     const __m512 D = half16(p);
@@ -226,17 +211,16 @@ void matmul_packed_k_avx512(GgmlType t, const uint8_t* P, int64_t K, const uint8
   static constexpr TileFn q4k[kTT] = {tile_q4_k<1>,      tile_q4_k<2>,      tile_q4_k<3>,      tile_q4_k<4>,
                                       tile_q4_k_wide<5>, tile_q4_k_wide<6>, tile_q4_k_wide<7>, tile_q4_k_wide<8>};
   static constexpr TileFn q6k[4] = {tile_q6_k<1>, tile_q6_k<2>, tile_q6_k<3>, tile_q6_k<4>};
+  if (T >= 16 && amx_enabled()) {  // whole tiles of 16 tokens on AMX, the rest here
+    const int64_t T16 = T / 16 * 16;
+    matmul_packed_k_amx(t, P, K, X, xrb, T16, C, ldc, n0, n1);
+    if (T16 == T) return;
+    X += T16 * xrb;
+    C += T16 * ldc;
+    T -= T16;
+  }
   switch (t) {
-    case GgmlType::Q4_K:
-      if (T >= 16 && amx_enabled()) {  // whole tiles of 16 tokens on AMX, the rest here
-        const int64_t T16 = T / 16 * 16;
-        matmul_packed_q4k_amx(P, K, X, xrb, T16, C, ldc, n0, n1);
-        if (T16 == T) return;
-        X += T16 * xrb;
-        C += T16 * ldc;
-        T -= T16;
-      }
-      return gemm(q4k, 8, 144, P, K, X, xrb, T, C, ldc, n0, n1);
+    case GgmlType::Q4_K: return gemm(q4k, 8, 144, P, K, X, xrb, T, C, ldc, n0, n1);
     case GgmlType::Q6_K: return gemm(q6k, 4, 210, P, K, X, xrb, T, C, ldc, n0, n1);
     default: return;
   }
