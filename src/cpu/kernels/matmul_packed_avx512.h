@@ -50,11 +50,17 @@ struct Prefetch {
 
 constexpr size_t kQ = offsetof(BlockQA256, q), kBsums = offsetof(BlockQA256, bsums);
 
-// vpdpwssd against the dword at p broadcast (two int16 of the activation's bsums).
+// vpdpwssd against the dword at p broadcast (two int16 of the activation's bsums), with the
+// broadcast as its memory operand as in dpbusd_bcast.
 inline __m512i dpwssd_bcast(__m512i acc, __m512i w, const uint8_t* p) {
+#if defined(__GNUC__)
+  asm("vpdpwssd %2%{1to16%}, %1, %0" : "+v"(acc) : "v"(w), "m"(*reinterpret_cast<const int32_t*>(p)));
+  return acc;
+#else
   int32_t v;
   std::memcpy(&v, p, 4);
   return _mm512_dpwssd_epi32(acc, w, _mm512_set1_epi32(v));
+#endif
 }
 
 // Q4_K's 6-bit scale (sc) and min (m) of sub-block j, per lane, from the scale dwords S0, S1, S2
@@ -96,6 +102,18 @@ inline __m512i q6k_scale(const uint8_t* p, int j) {
   return j % 2 ? _mm512_srai_epi32(pair, 16) : _mm512_srai_epi32(_mm512_slli_epi32(pair, 16), 16);
 }
 
+// The twin's two f32 steps of a Q4_K super-block for TT tokens (super-block at p, activations at a0).
+template <int TT>
+__attribute__((always_inline)) inline void q4k_steps(const uint8_t* p, const uint8_t* a0, size_t xrb, const __m512i* isum,
+                                                     const __m512i* msum, __m512* acc) {
+  const __m512 D = half16(p), DMIN = half16(p + 32);
+  _Pragma("GCC unroll 16") for (int t = 0; t < TT; ++t) {
+    const __m512 DA = _mm512_set1_ps(ldf(a0 + t * xrb));
+    acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(D, DA), _mm512_cvtepi32_ps(isum[t]), acc[t]);
+    acc[t] = _mm512_fnmadd_ps(_mm512_mul_ps(DMIN, DA), _mm512_cvtepi32_ps(msum[t]), acc[t]);
+  }
+}
+
 // The end of a Q4_K super-block for TT tokens: msum = sum_j m_j * (bsums[2j] + bsums[2j+1])
 // (vpdpwssd of the (m_j, m_j) int16 pairs against the bsums dword j), then the twin's two f32 steps.
 template <int TT>
@@ -107,12 +125,7 @@ __attribute__((always_inline)) inline void q4k_finish(const uint8_t* p, const __
     const __m512i m = q4k_min(S, j), mp = _mm512_or_si512(m, _mm512_slli_epi32(m, 16));
     _Pragma("GCC unroll 16") for (int t = 0; t < TT; ++t) msum[t] = dpwssd_bcast(msum[t], mp, a0 + t * xrb + kBsums + 4 * j);
   }
-  const __m512 D = half16(p), DMIN = half16(p + 32);
-  _Pragma("GCC unroll 16") for (int t = 0; t < TT; ++t) {
-    const __m512 DA = _mm512_set1_ps(ldf(a0 + t * xrb));
-    acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(D, DA), _mm512_cvtepi32_ps(isum[t]), acc[t]);
-    acc[t] = _mm512_fnmadd_ps(_mm512_mul_ps(DMIN, DA), _mm512_cvtepi32_ps(msum[t]), acc[t]);
-  }
+  q4k_steps<TT>(p, a0, xrb, isum, msum, acc);
 }
 
 }  // namespace ggflow::cpu::detail::packed_avx512
