@@ -202,6 +202,8 @@ void kquant_bench() {
   bench_gemm(GgmlType::Q4_K, 8960, 1536, 8);
   bench_gemm(GgmlType::Q4_K, 8960, 1536, 512);
   bench_gemm(GgmlType::Q6_K, 1536, 8960, 512);
+  bench_gemm(GgmlType::Q6_K, 8960, 1536, 512);
+  bench_gemm(GgmlType::Q4_K, 1536, 8960, 512);
 }
 
 // The cost of one ThreadPool::parallel_for with nothing to do (the barrier every parallel step pays).

@@ -316,14 +316,22 @@ void run_packed_case(GgmlType t, int64_t K, int64_t N, int64_t T, std::mt19937& 
     unpack_row(t, P.data(), K, n, row.data());
     ASSERT_EQ(std::memcmp(row.data(), W.data() + n * wrb, wrb), 0) << "row " << n << " does not round-trip";
   }
-  // AVX-512 runs twice where the CPU has AMX: with it (K-quant tiles of 16 tokens) and without.
-  std::vector<std::pair<Isa, bool>> paths;
+  // AVX-512 runs again where the CPU has AMX (K-quant tiles of 16 tokens), with one and with two row
+  // groups per activation tile.
+  struct Path {
+    Isa isa;
+    bool amx;
+    int pairs;
+  };
+  std::vector<Path> paths;
   for (Isa isa : supported_isas()) {
-    paths.push_back({isa, false});
-    if (isa == Isa::avx512 && amx_supported()) paths.push_back({isa, true});
+    paths.push_back({isa, false, -1});
+    if (isa == Isa::avx512 && amx_supported())
+      for (int pairs : {0, 1}) paths.push_back({isa, true, pairs});
   }
-  for (auto [isa, amx] : paths) {
+  for (auto [isa, amx, pairs] : paths) {
     set_amx_enabled(amx);
+    detail::set_amx_group_pairs(pairs);
     std::string why;
     std::vector<float> c(static_cast<size_t>(T * ldc), kSentinel);
     ASSERT_TRUE(matmul_packed(isa, t, P.data(), N, K, X.data(), xrb, T, c.data(), ldc, 0, N));
@@ -336,10 +344,12 @@ void run_packed_case(GgmlType t, int64_t K, int64_t N, int64_t T, std::mt19937& 
     }
     if (!bits_equal(c2.data(), cref.data(), c2.size())) why += " split!=twin";
     EXPECT_TRUE(why.empty()) << gguf::traits(t).name << " K=" << K << " N=" << N << " T=" << T
-                             << " isa=" << to_string(isa) << (amx ? "+amx" : "") << ":" << why;
+                             << " isa=" << to_string(isa) << (amx ? "+amx" : "") << (pairs == 1 ? " (group pairs)" : "")
+                             << ":" << why;
     tally(why.empty());
   }
   set_amx_enabled(true);
+  detail::set_amx_group_pairs(-1);
 }
 
 TEST(MatmulPacked, EqualsTwinOnEveryIsa) {
@@ -355,8 +365,8 @@ TEST(MatmulPacked, EqualsTwinOnEveryIsa) {
         for (int64_t T : {1, 2, 3, 4, 5, 8, 9, 17}) run_packed_case(t, K, N, T, rng);
   for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K})  // AMX: whole tiles of 16 tokens, and a rest
     for (int64_t K : {256, 2304})
-      for (int64_t N : {15, 33})
-        for (int64_t T : {16, 32, 37}) run_packed_case(t, K, N, T, rng);
+      for (int64_t N : {15, 20, 33})
+        for (int64_t T : {16, 32, 37, 48}) run_packed_case(t, K, N, T, rng);
   const int passed = g_count.passed - before.passed, failed = g_count.failed - before.failed;
   std::printf("packed matmul over %zu ISA(s): %d passed, %d failed\n", supported_isas().size(), passed, failed);
   EXPECT_EQ(failed, 0);

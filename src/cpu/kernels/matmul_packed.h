@@ -82,6 +82,9 @@ void matmul_packed_k_avx512(gguf::GgmlType wtype, const uint8_t* P, int64_t K, c
 // amx_enabled()).
 void matmul_packed_k_amx(gguf::GgmlType wtype, const uint8_t* P, int64_t K, const uint8_t* X, size_t x_row_bytes,
                          int64_t T, float* C, int64_t ldc, int64_t n0, int64_t n1);
+// Tests: whether the AMX kernels take two row groups per activation tile (1), one (0), or decide
+// by the activations' size against the L2 (-1, the default). The bits are the same either way.
+void set_amx_group_pairs(int mode);
 }  // namespace detail
 
 }  // namespace ggflow::cpu
