@@ -82,6 +82,16 @@ inline void dwords4(const Rows8& R, size_t off, __m256i* v) {
   v[3] = _mm256_unpackhi_epi64(t1, t3);
 }
 
+// Dword k (0..3) of the 16 bytes at off of each of the 8 rows, in row order, where those 16 bytes
+// lie inside the row (unpacks of four paired 16-byte loads: a vpgatherdd costs more on AMD cores).
+template <int k>
+inline __m256i dword_rows(const Rows8& R, size_t off) {
+  const __m256i z0 = load2(R, 0, off), z1 = load2(R, 1, off), z2 = load2(R, 2, off), z3 = load2(R, 3, off);
+  const __m256i t0 = k < 2 ? _mm256_unpacklo_epi32(z0, z1) : _mm256_unpackhi_epi32(z0, z1);
+  const __m256i t1 = k < 2 ? _mm256_unpacklo_epi32(z2, z3) : _mm256_unpackhi_epi32(z2, z3);
+  return k % 2 == 0 ? _mm256_unpacklo_epi64(t0, t1) : _mm256_unpackhi_epi64(t0, t1);
+}
+
 inline __m256i gather(const Rows8& R, size_t off) {
   return _mm256_i32gather_epi32(reinterpret_cast<const int*>(R.r[0] + off), R.gidx, 1);
 }
@@ -143,7 +153,7 @@ inline void decode_q32(const Rows8& R, size_t off, __m256i* wl, __m256i* wh) {
     }
   }
   if constexpr (Tr::qh >= 0) {
-    const __m256i QH = gather(R, off + Tr::qh);
+    const __m256i QH = dword_rows<0>(R, off + Tr::qh);  // Q5_0 / Q5_1: 16 bytes from qh fit the block
     const __m256i sel_lo = _mm256_setr_epi32(0, 0, 0x01010101, 0x01010101, 0, 0, 0x01010101, 0x01010101);
     const __m256i sel_hi = _mm256_setr_epi32(0x02020202, 0x02020202, 0x03030303, 0x03030303, 0x02020202,
                                              0x02020202, 0x03030303, 0x03030303);
@@ -175,7 +185,7 @@ void q32_tile(const Rows8& R, int64_t nb, const uint8_t* X, size_t xrb, float* C
         al8[j] = _mm256_abs_epi8(wl[j]);
         ah8[j] = _mm256_abs_epi8(wh[j]);
       }
-    const __m256i G = gather(R, off);
+    const __m256i G = dword_rows<0>(R, off);
     const __m256 DW = half_lo(G);
     for (int t = 0; t < TT; ++t) {
       const uint8_t* a = X + t * xrb + b * sizeof(BlockQA32);
@@ -220,7 +230,7 @@ void q32_lane_tile(const Rows8& R, int64_t nb, const uint8_t* x, float* c) {
     R.prefetch_step();
     __m256i wl[4], wh[4];
     decode_q32<Tr>(R, off, wl, wh);
-    const __m256i G = gather(R, off);
+    const __m256i G = dword_rows<0>(R, off);
     const uint8_t* a = x + b * sizeof(BlockQA32);
     const __m256 DA = _mm256_set1_ps(ldf(a));
     const __m256 DW = half_lo(G);
@@ -380,7 +390,7 @@ void dec_q5_k(const Rows8& R, size_t off, KBuf& B) {
 }
 
 void dec_q6_k(const Rows8& R, size_t off, KBuf& B) {
-  B.d = half_hi(gather(R, off + 206));
+  B.d = half_hi(dword_rows<3>(R, off + 194));  // the dword at 206 (d at 208)
   __m256i S[4];
   dwords4(R, off + 192, S);
   for (int s = 0; s < 16; ++s) B.sc[s] = sra32(sll32(S[s / 4], 24 - 8 * (s % 4)), 24);
