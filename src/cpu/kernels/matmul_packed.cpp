@@ -117,7 +117,10 @@ bool packed_layout(GgmlType t) {
   return parts_of(t, &p) || super_parts_of(t, &sp);
 }
 
-bool packed_supports(Isa isa, GgmlType t) { return isa == Isa::avx512 && packed_layout(t); }
+bool packed_supports(Isa isa, GgmlType t) {
+  Parts p;
+  return (isa == Isa::avx512 && packed_layout(t)) || (isa == Isa::avx2 && parts_of(t, &p));
+}
 
 size_t packed_bytes(GgmlType t, int64_t N, int64_t K) {
   if (!packed_layout(t) || K <= 0 || K % block_elems(t) != 0 || N <= 0) return 0;
@@ -170,7 +173,8 @@ Status matmul_packed(Isa isa, GgmlType t, const uint8_t* P, int64_t N, int64_t K
     detail::matmul_packed_avx512(t, P, N, K, x, xrb, T, C, ldc, n0, n1);
     return {};
   }
-  // Any other ISA: the twin, one unpacked row at a time (the same bits by definition).
+  if (isa == Isa::avx2 && detail::matmul_packed_avx2(t, P, K, x, xrb, T, C, ldc, n0, n1)) return {};
+  // Any other ISA or type: the twin, one unpacked row at a time (the same bits by definition).
   const size_t wrb = static_cast<size_t>(K / be) * gguf::traits(t).type_size;
   thread_local std::vector<uint8_t> row;
   row.resize(wrb);

@@ -50,7 +50,8 @@ namespace ggflow::cpu {
 constexpr int64_t kPackRows = 16;
 
 // True when `wtype` has a packed layout and a packed kernel on `isa` faster than matmul's
-// (AVX-512 only: on other ISAs the GGUF layout is what their kernels read best).
+// (AVX-512: every packed type; AVX2: the 32-element blocks, whose 8-row halves of a group it reads
+// as lanes = rows; the super-blocks stay in the GGUF layout there).
 bool packed_supports(Isa isa, gguf::GgmlType wtype);
 // True when `wtype` has a packed layout at all (any ISA runs it, the scalar one through the twin).
 bool packed_layout(gguf::GgmlType wtype);
@@ -67,12 +68,15 @@ void unpack_row(gguf::GgmlType wtype, const uint8_t* P, int64_t K, int64_t n, ui
 
 // As matmul (matmul.h), with the weight in the packed layout: C[t*ldc + n] for t in [0, T),
 // n in [n0, n1). n0 must be a multiple of 16 and n1 a multiple of 16 or N (else an Error).
-// Thread-safe for disjoint row ranges; allocation-free on AVX-512 (the scalar path decodes a row
+// Thread-safe for disjoint row ranges; allocation-free on AVX-512 and AVX2 (the twin decodes a row
 // into a per-thread buffer).
 Status matmul_packed(Isa isa, gguf::GgmlType wtype, const uint8_t* P, int64_t N, int64_t K, const void* X,
                      size_t x_row_bytes, int64_t T, float* C, int64_t ldc, int64_t n0, int64_t n1);
 
 namespace detail {
+// The 32-element blocks on AVX2 (matmul_packed_avx2.cpp); false (nothing written) for another type.
+bool matmul_packed_avx2(gguf::GgmlType wtype, const uint8_t* P, int64_t K, const uint8_t* X, size_t x_row_bytes,
+                        int64_t T, float* C, int64_t ldc, int64_t n0, int64_t n1);
 void matmul_packed_avx512(gguf::GgmlType wtype, const uint8_t* P, int64_t N, int64_t K, const uint8_t* X,
                           size_t x_row_bytes, int64_t T, float* C, int64_t ldc, int64_t n0, int64_t n1);
 // The super-block types (Q4_K, Q6_K): matmul_packed_k_avx512.cpp.

@@ -1,0 +1,265 @@
+// AVX2 + FMA + F16C matmul over packed weights (layout in matmul_packed.h) for the 32-element
+// blocks (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0), bit for bit the scalar twin of matmul.h. A 16-row group
+// is taken as two halves of 8 rows: in each packed field and code chunk a half's rows are 16 or 32
+// contiguous bytes, so one register holds the 8 rows' dword of a chunk (lane r = row 8h + r) and
+// one vcvtph2ps their scales. Without VNNI a lane's 4-element sum is vpmaddubsw against the
+// activation dword broadcast, then vpmaddwd by ones; in lanes = rows there are no horizontal sums
+// and no per-row scale shuffles (what the GGUF-layout kernel, matmul_avx2.cpp, spends per block).
+// Integer sums are exact: Q4 / Q5 codes are unsigned (<= 31) and two pairs of them summed in int16
+// stay <= 4 * 31 * 127; Q8_0 goes through the sign trick maddubs(|w|, sign(a, w)), |pair| <= 2 *
+// 128 * 127. Q4_0 / Q5_0's offsets (-8, -16) enter as -zp * sum(qa) at the start of the token's
+// integer sum; then the twin's f32 step acc = fma(d * da, (float)isum, acc). Q4_1 / Q5_1 keep
+// llama.cpp's 8 lane chains and min chain per output (lane_tile).
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "cpu/kernels/matmul_packed.h"
+#include "cpu/kernels/quant_act.h"
+#include "cpu/kernels/side_prefetch.h"
+
+namespace ggflow::cpu::detail {
+namespace {
+
+using gguf::GgmlType;
+
+struct PQ4_0 { static constexpr int bs = 18, fields = 1, chunks = 4, zp = 8;  static constexpr bool min = false, qh = false; };
+struct PQ4_1 { static constexpr int bs = 20, fields = 2, chunks = 4, zp = 0;  static constexpr bool min = true,  qh = false; };
+struct PQ5_0 { static constexpr int bs = 22, fields = 1, chunks = 4, zp = 16; static constexpr bool min = false, qh = true; };
+struct PQ5_1 { static constexpr int bs = 24, fields = 2, chunks = 4, zp = 0;  static constexpr bool min = true,  qh = true; };
+struct PQ8_0 { static constexpr int bs = 34, fields = 1, chunks = 8, zp = 0;  static constexpr bool min = false, qh = false; };
+
+constexpr int kTT = 4;      // tokens per register tile (one chain per output)
+constexpr int kLaneTT = 8;  // tokens per lane tile with the accumulators in L1 (Q4_1 / Q5_1)
+constexpr int kSideLines = 2;
+
+inline float ldf(const uint8_t* p) {
+  float v;
+  std::memcpy(&v, p, 4);
+  return v;
+}
+inline __m256i ld256(const uint8_t* p) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)); }
+inline __m256 half8(const uint8_t* p) { return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))); }
+inline __m256i bcast(const uint8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm256_set1_epi32(v);
+}
+inline __m256i ones16() { return _mm256_set1_epi16(1); }
+
+// The next group's bytes, a few lines per block, and the attention's queue (side_prefetch.h).
+struct Prefetch {
+  const uint8_t* p;
+  const uint8_t* end;
+  int per;
+  SidePrefetch* side;
+  void step() {
+    for (int i = 0; i < per && p < end; ++i, p += 64) _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0);
+    if (!side->empty()) side_prefetch_step(*side, kSideLines);
+  }
+};
+
+// Half h's codes of chunk pair i of the block at p: lo = elements 4i..4i+3 of each row (lane),
+// hi = 16+4i.. (Q4 / Q5; Q8_0: chunk i only, in lo). Q5: byte i of the lane's qh dword copied
+// to the dword's 4 bytes, tested against 1,2,4,8 (lo) and 16,32,64,128 (hi); set bits add 16.
+template <class Tr>
+inline void codes(const uint8_t* p, int h, int i, __m256i* lo, __m256i* hi) {
+  const uint8_t* q = p + 32 * Tr::fields + (Tr::qh ? 64 : 0) + 32 * h;
+  const __m256i raw = ld256(q + 64 * i);
+  if constexpr (Tr::chunks == 8) {
+    *lo = raw;
+    return;
+  }
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  *lo = _mm256_and_si256(raw, m4);
+  *hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+  if constexpr (Tr::qh) {
+    const __m256i QH = ld256(p + 32 * Tr::fields + 32 * h);
+    const __m256i sel = _mm256_add_epi8(_mm256_set1_epi32(0x01010101 * i),
+                                        _mm256_set_epi32(0x0C0C0C0C, 0x08080808, 0x04040404, 0, 0x0C0C0C0C,
+                                                         0x08080808, 0x04040404, 0));
+    const __m256i bi = _mm256_shuffle_epi8(QH, sel);
+    const __m256i lo_bits = _mm256_set1_epi32(0x08040201), hi_bits = _mm256_set1_epi32(static_cast<int>(0x80402010u));
+    const __m256i c16 = _mm256_set1_epi8(16);
+    *lo = _mm256_or_si256(*lo, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(bi, lo_bits), lo_bits), c16));
+    *hi = _mm256_or_si256(*hi, _mm256_and_si256(_mm256_cmpeq_epi8(_mm256_and_si256(bi, hi_bits), hi_bits), c16));
+  }
+}
+
+// isum + (the lanes' 4-element sums of w against the activation dword at a).
+template <class Tr>
+inline __m256i dot4(__m256i isum, __m256i w, const uint8_t* a) {
+  const __m256i x = bcast(a);
+  if constexpr (Tr::chunks == 8)
+    return _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(x, w)), ones16()));
+  return _mm256_add_epi32(isum, _mm256_madd_epi16(_mm256_maddubs_epi16(w, x), ones16()));
+}
+
+// Q4 / Q5: both halves of a chunk pair summed in int16 before the widening (exact, see the top).
+template <class Tr>
+inline __m256i dot4_pair(__m256i isum, __m256i lo, __m256i hi, const uint8_t* alo, const uint8_t* ahi) {
+  const __m256i p16 = _mm256_add_epi16(_mm256_maddubs_epi16(lo, bcast(alo)), _mm256_maddubs_epi16(hi, bcast(ahi)));
+  return _mm256_add_epi32(isum, _mm256_madd_epi16(p16, ones16()));
+}
+
+// TT tokens (<= kTT) of half h of the group at G: one chain per output.
+template <class Tr, int TT>
+void tile(const uint8_t* G, int h, int64_t nb, const uint8_t* X, size_t xrb, float* C, int64_t ldc, __m256i mask,
+          Prefetch pf) {
+  constexpr size_t gbs = 16 * Tr::bs;
+  __m256 acc[TT];
+  for (int t = 0; t < TT; ++t) acc[t] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* p = G + b * gbs;
+    pf.step();
+    // Activation block b of token t at a0 + t*xrb: {da, sa, sum(qa), -, qa[32]} (quant_act.h).
+    const uint8_t* a0 = X + b * sizeof(BlockQA32);
+    __m256i isum[TT];
+    for (int t = 0; t < TT; ++t) {
+      int32_t sum;
+      std::memcpy(&sum, a0 + t * xrb + 8, 4);
+      isum[t] = Tr::zp ? _mm256_set1_epi32(-Tr::zp * sum) : _mm256_setzero_si256();
+    }
+    if constexpr (Tr::chunks == 8) {
+      for (int c = 0; c < 8; ++c) {
+        __m256i w, unused;
+        codes<Tr>(p, h, c, &w, &unused);
+        for (int t = 0; t < TT; ++t) isum[t] = dot4<Tr>(isum[t], w, a0 + t * xrb + 16 + 4 * c);
+      }
+    } else {
+      for (int i = 0; i < 4; ++i) {
+        __m256i lo, hi;
+        codes<Tr>(p, h, i, &lo, &hi);
+        for (int t = 0; t < TT; ++t)
+          isum[t] = dot4_pair<Tr>(isum[t], lo, hi, a0 + t * xrb + 16 + 4 * i, a0 + t * xrb + 16 + 4 * (4 + i));
+      }
+    }
+    const __m256 DW = half8(p + 16 * h);
+    for (int t = 0; t < TT; ++t)
+      acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(DW, _mm256_set1_ps(ldf(a0 + t * xrb))), _mm256_cvtepi32_ps(isum[t]), acc[t]);
+  }
+  for (int t = 0; t < TT; ++t) _mm256_maskstore_ps(C + t * ldc, mask, acc[t]);
+}
+
+// The twin's end of a Q4_1 / Q5_1 output from its 8 lane chains l[] and min chain.
+inline __m256 lane_sum(const __m256* l, __m256 ms) {
+  const __m256 r0 = _mm256_add_ps(l[4], l[0]), r1 = _mm256_add_ps(l[5], l[1]);
+  const __m256 r2 = _mm256_add_ps(l[6], l[2]), r3 = _mm256_add_ps(l[7], l[3]);
+  return _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(r0, r2), _mm256_add_ps(r1, r3)), ms);
+}
+
+// Q4_1 / Q5_1, one token (decode): chain i (elements 4i..4i+3 of every block) is l[i], chain 4+i
+// (16+4i..) l[4+i], the 8 rows in lanes; everything in registers.
+template <class Tr>
+void lane_tile(const uint8_t* G, int h, int64_t nb, const uint8_t* x, float* c, __m256i mask, Prefetch pf) {
+  constexpr size_t gbs = 16 * Tr::bs;
+  __m256 l[8], ms = _mm256_setzero_ps();
+  for (int j = 0; j < 8; ++j) l[j] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* p = G + b * gbs;
+    pf.step();
+    const uint8_t* a = x + b * sizeof(BlockQA32);
+    const __m256 dd = _mm256_mul_ps(half8(p + 16 * h), _mm256_set1_ps(ldf(a)));
+    ms = _mm256_fmadd_ps(half8(p + 32 + 16 * h), _mm256_set1_ps(ldf(a + 4)), ms);
+    for (int i = 0; i < 4; ++i) {
+      __m256i lo, hi;
+      codes<Tr>(p, h, i, &lo, &hi);
+      l[i] = _mm256_fmadd_ps(dd, _mm256_cvtepi32_ps(dot4<Tr>(_mm256_setzero_si256(), lo, a + 16 + 4 * i)), l[i]);
+      l[4 + i] = _mm256_fmadd_ps(dd, _mm256_cvtepi32_ps(dot4<Tr>(_mm256_setzero_si256(), hi, a + 16 + 4 * (4 + i))), l[4 + i]);
+    }
+  }
+  _mm256_maskstore_ps(c, mask, lane_sum(l, ms));
+}
+
+// Q4_1 / Q5_1, up to kLaneTT tokens (prompts, batches): the block's codes are decoded once for all
+// of them and each token's 9 accumulators live in L1 (a load and a store around each FMA); every
+// chain takes the same FMAs in the same order as in lane_tile.
+template <class Tr>
+void lane_tiles(const uint8_t* G, int h, int64_t nb, const uint8_t* X, size_t xrb, int tt, float* C, int64_t ldc,
+                __m256i mask, Prefetch pf) {
+  constexpr size_t gbs = 16 * Tr::bs;
+  alignas(32) float acc[kLaneTT][9][8];  // per token: l[0..7], min chain
+  std::memset(acc, 0, sizeof acc);
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* p = G + b * gbs;
+    pf.step();
+    __m256i lo[4], hi[4];
+    for (int i = 0; i < 4; ++i) codes<Tr>(p, h, i, &lo[i], &hi[i]);
+    const __m256 DW = half8(p + 16 * h), MW = half8(p + 32 + 16 * h);
+    for (int t = 0; t < tt; ++t) {
+      const uint8_t* a = X + t * xrb + b * sizeof(BlockQA32);
+      float(*ac)[8] = acc[t];
+      const __m256 dd = _mm256_mul_ps(DW, _mm256_set1_ps(ldf(a)));
+      _mm256_store_ps(ac[8], _mm256_fmadd_ps(MW, _mm256_set1_ps(ldf(a + 4)), _mm256_load_ps(ac[8])));
+      for (int i = 0; i < 4; ++i) {
+        const __m256i pl = dot4<Tr>(_mm256_setzero_si256(), lo[i], a + 16 + 4 * i);
+        const __m256i ph = dot4<Tr>(_mm256_setzero_si256(), hi[i], a + 16 + 4 * (4 + i));
+        _mm256_store_ps(ac[i], _mm256_fmadd_ps(dd, _mm256_cvtepi32_ps(pl), _mm256_load_ps(ac[i])));
+        _mm256_store_ps(ac[4 + i], _mm256_fmadd_ps(dd, _mm256_cvtepi32_ps(ph), _mm256_load_ps(ac[4 + i])));
+      }
+    }
+  }
+  for (int t = 0; t < tt; ++t) {
+    __m256 l[8];
+    for (int j = 0; j < 8; ++j) l[j] = _mm256_load_ps(acc[t][j]);
+    _mm256_maskstore_ps(C + t * ldc, mask, lane_sum(l, _mm256_load_ps(acc[t][8])));
+  }
+}
+
+template <class Tr>
+void gemm(const uint8_t* P, int64_t K, const uint8_t* X, size_t xrb, int64_t T, float* C, int64_t ldc, int64_t n0,
+          int64_t n1) {
+  const int64_t nb = K / 32;
+  const size_t group_bytes = static_cast<size_t>(nb) * 16 * Tr::bs, half_bytes = group_bytes / 2;
+  const int per = static_cast<int>((half_bytes / 64 + nb) / nb);
+  const uint8_t* end = P + static_cast<size_t>((n1 + 15) / 16) * group_bytes;
+  SidePrefetch* side = &side_prefetch();
+  for (int64_t n = n0; n < n1; n += 16) {
+    const uint8_t* G = P + static_cast<size_t>(n / 16) * group_bytes;
+    for (int h = 0; h < 2 && n + 8 * h < n1; ++h) {
+      const int cnt = static_cast<int>(n1 - n - 8 * h < 8 ? n1 - n - 8 * h : 8);
+      const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(cnt), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+      // Each half prefetches half of the next group, during its first token tile.
+      const uint8_t* next = G + group_bytes + h * half_bytes;
+      const uint8_t* next_end = next + half_bytes < end ? next + half_bytes : end;
+      float* c0 = C + n + 8 * h;
+      if constexpr (Tr::min) {
+        if (T == 1) {
+          lane_tile<Tr>(G, h, nb, X, c0, mask, Prefetch{next, next_end, per, side});
+          continue;
+        }
+        for (int64_t t0 = 0; t0 < T; t0 += kLaneTT)
+          lane_tiles<Tr>(G, h, nb, X + t0 * xrb, xrb, static_cast<int>(T - t0 < kLaneTT ? T - t0 : kLaneTT),
+                         c0 + t0 * ldc, ldc, mask, Prefetch{next, t0 == 0 ? next_end : next, per, side});
+      } else {
+        for (int64_t t0 = 0; t0 < T; t0 += kTT) {
+          const Prefetch pf{next, t0 == 0 ? next_end : next, per, side};
+          const uint8_t* x = X + t0 * xrb;
+          float* c = c0 + t0 * ldc;
+          switch (T - t0 < kTT ? T - t0 : kTT) {
+            case 1: tile<Tr, 1>(G, h, nb, x, xrb, c, ldc, mask, pf); break;
+            case 2: tile<Tr, 2>(G, h, nb, x, xrb, c, ldc, mask, pf); break;
+            case 3: tile<Tr, 3>(G, h, nb, x, xrb, c, ldc, mask, pf); break;
+            default: tile<Tr, 4>(G, h, nb, x, xrb, c, ldc, mask, pf); break;
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+bool matmul_packed_avx2(GgmlType t, const uint8_t* P, int64_t K, const uint8_t* X, size_t xrb, int64_t T, float* C,
+                        int64_t ldc, int64_t n0, int64_t n1) {
+  switch (t) {
+    case GgmlType::Q4_0: gemm<PQ4_0>(P, K, X, xrb, T, C, ldc, n0, n1); return true;
+    case GgmlType::Q4_1: gemm<PQ4_1>(P, K, X, xrb, T, C, ldc, n0, n1); return true;
+    case GgmlType::Q5_0: gemm<PQ5_0>(P, K, X, xrb, T, C, ldc, n0, n1); return true;
+    case GgmlType::Q5_1: gemm<PQ5_1>(P, K, X, xrb, T, C, ldc, n0, n1); return true;
+    case GgmlType::Q8_0: gemm<PQ8_0>(P, K, X, xrb, T, C, ldc, n0, n1); return true;
+    default: return false;
+  }
+}
+
+}  // namespace ggflow::cpu::detail
