@@ -50,8 +50,8 @@ namespace ggflow::cpu {
 constexpr int64_t kPackRows = 16;
 
 // True when `wtype` has a packed layout and a packed kernel on `isa` faster than matmul's
-// (AVX-512: every packed type; AVX2: the 32-element blocks, whose 8-row halves of a group it reads
-// as lanes = rows; the super-blocks stay in the GGUF layout there).
+// (AVX-512: every packed type; AVX2: the 32-element blocks and Q4_K, whose 8-row halves of a group
+// it reads as lanes = rows; Q6_K stays in the GGUF layout there).
 bool packed_supports(Isa isa, gguf::GgmlType wtype);
 // True when `wtype` has a packed layout at all (any ISA runs it, the scalar one through the twin).
 bool packed_layout(gguf::GgmlType wtype);
@@ -74,7 +74,7 @@ Status matmul_packed(Isa isa, gguf::GgmlType wtype, const uint8_t* P, int64_t N,
                      size_t x_row_bytes, int64_t T, float* C, int64_t ldc, int64_t n0, int64_t n1);
 
 namespace detail {
-// The 32-element blocks on AVX2 (matmul_packed_avx2.cpp); false (nothing written) for another type.
+// The 32-element blocks and Q4_K on AVX2 (matmul_packed_avx2.cpp); false (nothing written) for another type.
 bool matmul_packed_avx2(gguf::GgmlType wtype, const uint8_t* P, int64_t K, const uint8_t* X, size_t x_row_bytes,
                         int64_t T, float* C, int64_t ldc, int64_t n0, int64_t n1);
 void matmul_packed_avx512(gguf::GgmlType wtype, const uint8_t* P, int64_t N, int64_t K, const uint8_t* X,

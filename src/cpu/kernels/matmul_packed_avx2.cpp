@@ -1,5 +1,5 @@
 // AVX2 + FMA + F16C matmul over packed weights (layout in matmul_packed.h) for the 32-element
-// blocks (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0), bit for bit the scalar twin of matmul.h. A 16-row group
+// blocks (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) and Q4_K (below), bit for bit the scalar twin of matmul.h. A 16-row group
 // is taken as two halves of 8 rows: in each packed field and code chunk a half's rows are 16 or 32
 // contiguous bytes, so one register holds the 8 rows' dword of a chunk (lane r = row 8h + r) and
 // one vcvtph2ps their scales. Without VNNI a lane's 4-element sum is vpmaddubsw against the
@@ -12,6 +12,7 @@
 // llama.cpp's 8 lane chains and min chain per output (lane_tile).
 #include <immintrin.h>
 
+#include <cstddef>
 #include <cstring>
 
 #include "cpu/kernels/matmul_packed.h"
@@ -248,6 +249,127 @@ void gemm(const uint8_t* P, int64_t K, const uint8_t* X, size_t xrb, int64_t T, 
   }
 }
 
+// ================================ Q4_K ================================
+// A packed Q4_K group block (2304 bytes, matmul_packed.h): d[16] @0, dmin[16] @32, scale dwords
+// S_c[16] @64 + 64c, code dword c = 8p + i @256 + 64c (low nibbles: sub-block 2p, elements 4i..;
+// high: sub-block 2p+1); half h's 8 rows at +16h (f16 fields) or +32h (dwords). The twin's steps
+//   acc = fma(d*da, (float)isum, acc);  acc = fma(-(dmin*da), (float)msum, acc)
+// take exact integer sums: a sub-block's 8 vpmaddubsw results summed in int16 (8 * 2 * 15 * 127 =
+// 30480), then one vpmaddwd against (sc_j, sc_j) gives sc_j * s_j in int32; msum = sum_j m_j *
+// (bsums[2j] + bsums[2j+1]) by vpmaddwd of (m_j, m_j) against the bsums dword j.
+constexpr size_t kQ4kBytes = 16 * 144;
+constexpr size_t kQ = offsetof(BlockQA256, q), kBsums = offsetof(BlockQA256, bsums);
+
+// Sub-block j's 6-bit scale (min: m) of each lane, in both int16 halves of its dword.
+template <bool kMin>
+inline __m256i q4k_pair16(const __m256i* S, int j) {
+  const __m256i m63 = _mm256_set1_epi32(63), m15 = _mm256_set1_epi32(15), m3 = _mm256_set1_epi32(3);
+  const __m256i& A = kMin ? S[1] : S[0];
+  __m256i v;
+  if (j < 4) {
+    v = _mm256_and_si256(_mm256_srli_epi32(A, 8 * j), m63);
+  } else {
+    const int k = j - 4;
+    const __m256i low = _mm256_and_si256(_mm256_srli_epi32(S[2], 8 * k + (kMin ? 4 : 0)), m15);
+    v = _mm256_or_si256(low, _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(A, 8 * k + 6), m3), 4));
+  }
+  return _mm256_or_si256(v, _mm256_slli_epi32(v, 16));
+}
+
+// TT tokens (<= 4) of half h. TT <= 2: a code dword's two nibbles serve sub-blocks 2p and 2p+1
+// at once (each token: two int16 sums, isum, acc); TT 3-4: one sub-block at a time (each code
+// dword loaded twice, from L1), so each token keeps one int16 sum, isum and acc in registers.
+template <int TT>
+void tile_q4k(const uint8_t* G, int h, int64_t nb, const uint8_t* X, size_t xrb, float* C, int64_t ldc, __m256i mask,
+              Prefetch pf) {
+  __m256 acc[TT];
+  for (int t = 0; t < TT; ++t) acc[t] = _mm256_setzero_ps();
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* p = G + b * kQ4kBytes;
+    const __m256i S[3] = {ld256(p + 64 + 32 * h), ld256(p + 128 + 32 * h), ld256(p + 192 + 32 * h)};
+    const uint8_t* a0 = X + b * sizeof(BlockQA256);
+    const uint8_t* codes = p + 256 + 32 * h;
+    __m256i isum[TT];
+    for (int t = 0; t < TT; ++t) isum[t] = _mm256_setzero_si256();
+    if constexpr (TT <= 2) {
+      for (int pr = 0; pr < 4; ++pr) {
+        pf.step();
+        __m256i slo[TT], shi[TT];
+        for (int t = 0; t < TT; ++t) slo[t] = shi[t] = _mm256_setzero_si256();
+        for (int i = 0; i < 8; ++i) {
+          const __m256i raw = ld256(codes + 64 * (8 * pr + i));
+          const __m256i lo = _mm256_and_si256(raw, m4), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+          for (int t = 0; t < TT; ++t) {
+            const uint8_t* q = a0 + t * xrb + kQ + 64 * pr + 4 * i;
+            slo[t] = _mm256_add_epi16(slo[t], _mm256_maddubs_epi16(lo, bcast(q)));
+            shi[t] = _mm256_add_epi16(shi[t], _mm256_maddubs_epi16(hi, bcast(q + 32)));
+          }
+        }
+        const __m256i sc0 = q4k_pair16<false>(S, 2 * pr), sc1 = q4k_pair16<false>(S, 2 * pr + 1);
+        for (int t = 0; t < TT; ++t)
+          isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(_mm256_madd_epi16(slo[t], sc0), _mm256_madd_epi16(shi[t], sc1)));
+      }
+    } else {
+      for (int j = 0; j < 8; ++j) {
+        if (j % 2 == 0) pf.step();
+        __m256i sj[TT];
+        for (int t = 0; t < TT; ++t) sj[t] = _mm256_setzero_si256();
+        for (int i = 0; i < 8; ++i) {
+          const __m256i raw = ld256(codes + 64 * (8 * (j / 2) + i));
+          const __m256i v = j % 2 ? _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4) : _mm256_and_si256(raw, m4);
+          for (int t = 0; t < TT; ++t)
+            sj[t] = _mm256_add_epi16(sj[t], _mm256_maddubs_epi16(v, bcast(a0 + t * xrb + kQ + 64 * (j / 2) + 32 * (j % 2) + 4 * i)));
+        }
+        const __m256i sc = q4k_pair16<false>(S, j);
+        for (int t = 0; t < TT; ++t) isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(sj[t], sc));
+      }
+    }
+    __m256i msum[TT];
+    for (int t = 0; t < TT; ++t) msum[t] = _mm256_setzero_si256();
+    for (int j = 0; j < 8; ++j) {
+      const __m256i mp = q4k_pair16<true>(S, j);
+      for (int t = 0; t < TT; ++t) msum[t] = _mm256_add_epi32(msum[t], _mm256_madd_epi16(mp, bcast(a0 + t * xrb + kBsums + 4 * j)));
+    }
+    const __m256 D = half8(p + 16 * h), DMIN = half8(p + 32 + 16 * h);
+    for (int t = 0; t < TT; ++t) {
+      const __m256 DA = _mm256_set1_ps(ldf(a0 + t * xrb));
+      acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(D, DA), _mm256_cvtepi32_ps(isum[t]), acc[t]);
+      acc[t] = _mm256_fnmadd_ps(_mm256_mul_ps(DMIN, DA), _mm256_cvtepi32_ps(msum[t]), acc[t]);
+    }
+  }
+  for (int t = 0; t < TT; ++t) _mm256_maskstore_ps(C + t * ldc, mask, acc[t]);
+}
+
+void gemm_q4k(const uint8_t* P, int64_t K, const uint8_t* X, size_t xrb, int64_t T, float* C, int64_t ldc, int64_t n0,
+              int64_t n1) {
+  const int64_t nb = K / 256;
+  const size_t group_bytes = static_cast<size_t>(nb) * kQ4kBytes, half_bytes = group_bytes / 2;
+  const int per = static_cast<int>((half_bytes / 64 + 4 * nb) / (4 * nb));  // pf.step: 4 per super-block
+  const uint8_t* end = P + static_cast<size_t>((n1 + 15) / 16) * group_bytes;
+  SidePrefetch* side = &side_prefetch();
+  for (int64_t n = n0; n < n1; n += 16) {
+    const uint8_t* G = P + static_cast<size_t>(n / 16) * group_bytes;
+    for (int h = 0; h < 2 && n + 8 * h < n1; ++h) {
+      const int cnt = static_cast<int>(n1 - n - 8 * h < 8 ? n1 - n - 8 * h : 8);
+      const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(cnt), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+      const uint8_t* next = G + group_bytes + h * half_bytes;
+      const uint8_t* next_end = next + half_bytes < end ? next + half_bytes : end;
+      for (int64_t t0 = 0; t0 < T; t0 += 4) {
+        const Prefetch pf{next, t0 == 0 ? next_end : next, per, side};
+        const uint8_t* x = X + t0 * xrb;
+        float* c = C + n + 8 * h + t0 * ldc;
+        switch (T - t0 < 4 ? T - t0 : 4) {
+          case 1: tile_q4k<1>(G, h, nb, x, xrb, c, ldc, mask, pf); break;
+          case 2: tile_q4k<2>(G, h, nb, x, xrb, c, ldc, mask, pf); break;
+          case 3: tile_q4k<3>(G, h, nb, x, xrb, c, ldc, mask, pf); break;
+          default: tile_q4k<4>(G, h, nb, x, xrb, c, ldc, mask, pf); break;
+        }
+      }
+    }
+  }
+}
+
 }  // namespace
 
 bool matmul_packed_avx2(GgmlType t, const uint8_t* P, int64_t K, const uint8_t* X, size_t xrb, int64_t T, float* C,
@@ -258,6 +380,7 @@ bool matmul_packed_avx2(GgmlType t, const uint8_t* P, int64_t K, const uint8_t* 
     case GgmlType::Q5_0: gemm<PQ5_0>(P, K, X, xrb, T, C, ldc, n0, n1); return true;
     case GgmlType::Q5_1: gemm<PQ5_1>(P, K, X, xrb, T, C, ldc, n0, n1); return true;
     case GgmlType::Q8_0: gemm<PQ8_0>(P, K, X, xrb, T, C, ldc, n0, n1); return true;
+    case GgmlType::Q4_K: gemm_q4k(P, K, X, xrb, T, C, ldc, n0, n1); return true;
     default: return false;
   }
 }
