@@ -207,12 +207,14 @@ void lane_tiles(const uint8_t* G, int h, int64_t nb, const uint8_t* X, size_t xr
   }
 }
 
-template <class Tr>
-void gemm(const uint8_t* P, int64_t K, const uint8_t* X, size_t xrb, int64_t T, float* C, int64_t ldc, int64_t n0,
-          int64_t n1) {
-  const int64_t nb = K / 32;
-  const size_t group_bytes = static_cast<size_t>(nb) * 16 * Tr::bs, half_bytes = group_bytes / 2;
-  const int per = static_cast<int>((half_bytes / 64 + nb) / nb);
+// Calls f(G, h, mask, c0, first, later) for each 8-row half h of the groups that cover [n0, n1):
+// G the group (group_bytes), mask its real rows, c0 = C + its first row, and two prefetches of
+// half h's share of the next group, spread over `steps` pf.step() calls of a pass: `first` for the
+// first token tile, `later` (spent) for the others, which find this group in cache.
+template <class F>
+void for_halves(const uint8_t* P, size_t group_bytes, int64_t steps, float* C, int64_t n0, int64_t n1, F&& f) {
+  const size_t half_bytes = group_bytes / 2;
+  const int per = static_cast<int>((static_cast<int64_t>(half_bytes / 64) + steps) / steps);
   const uint8_t* end = P + static_cast<size_t>((n1 + 15) / 16) * group_bytes;
   SidePrefetch* side = &side_prefetch();
   for (int64_t n = n0; n < n1; n += 16) {
@@ -220,33 +222,38 @@ void gemm(const uint8_t* P, int64_t K, const uint8_t* X, size_t xrb, int64_t T, 
     for (int h = 0; h < 2 && n + 8 * h < n1; ++h) {
       const int cnt = static_cast<int>(n1 - n - 8 * h < 8 ? n1 - n - 8 * h : 8);
       const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(cnt), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-      // Each half prefetches half of the next group, during its first token tile.
       const uint8_t* next = G + group_bytes + h * half_bytes;
       const uint8_t* next_end = next + half_bytes < end ? next + half_bytes : end;
-      float* c0 = C + n + 8 * h;
-      if constexpr (Tr::min) {
-        if (T == 1) {
-          lane_tile<Tr>(G, h, nb, X, c0, mask, Prefetch{next, next_end, per, side});
-          continue;
-        }
-        for (int64_t t0 = 0; t0 < T; t0 += kLaneTT)
-          lane_tiles<Tr>(G, h, nb, X + t0 * xrb, xrb, static_cast<int>(T - t0 < kLaneTT ? T - t0 : kLaneTT),
-                         c0 + t0 * ldc, ldc, mask, Prefetch{next, t0 == 0 ? next_end : next, per, side});
-      } else {
-        for (int64_t t0 = 0; t0 < T; t0 += kTT) {
-          const Prefetch pf{next, t0 == 0 ? next_end : next, per, side};
-          const uint8_t* x = X + t0 * xrb;
-          float* c = c0 + t0 * ldc;
-          switch (T - t0 < kTT ? T - t0 : kTT) {
-            case 1: tile<Tr, 1>(G, h, nb, x, xrb, c, ldc, mask, pf); break;
-            case 2: tile<Tr, 2>(G, h, nb, x, xrb, c, ldc, mask, pf); break;
-            case 3: tile<Tr, 3>(G, h, nb, x, xrb, c, ldc, mask, pf); break;
-            default: tile<Tr, 4>(G, h, nb, x, xrb, c, ldc, mask, pf); break;
-          }
-        }
-      }
+      f(G, h, mask, C + n + 8 * h, Prefetch{next, next_end, per, side}, Prefetch{next, next, per, side});
     }
   }
+}
+
+template <class Tr>
+void gemm(const uint8_t* P, int64_t K, const uint8_t* X, size_t xrb, int64_t T, float* C, int64_t ldc, int64_t n0,
+          int64_t n1) {
+  const int64_t nb = K / 32;
+  for_halves(P, static_cast<size_t>(nb) * 16 * Tr::bs, nb, C, n0, n1,
+             [&](const uint8_t* G, int h, __m256i mask, float* c0, Prefetch first, Prefetch later) {
+               if constexpr (Tr::min) {
+                 if (T == 1) return lane_tile<Tr>(G, h, nb, X, c0, mask, first);
+                 for (int64_t t0 = 0; t0 < T; t0 += kLaneTT)
+                   lane_tiles<Tr>(G, h, nb, X + t0 * xrb, xrb, static_cast<int>(T - t0 < kLaneTT ? T - t0 : kLaneTT),
+                                  c0 + t0 * ldc, ldc, mask, t0 == 0 ? first : later);
+               } else {
+                 for (int64_t t0 = 0; t0 < T; t0 += kTT) {
+                   const Prefetch pf = t0 == 0 ? first : later;
+                   const uint8_t* x = X + t0 * xrb;
+                   float* c = c0 + t0 * ldc;
+                   switch (T - t0 < kTT ? T - t0 : kTT) {
+                     case 1: tile<Tr, 1>(G, h, nb, x, xrb, c, ldc, mask, pf); break;
+                     case 2: tile<Tr, 2>(G, h, nb, x, xrb, c, ldc, mask, pf); break;
+                     case 3: tile<Tr, 3>(G, h, nb, x, xrb, c, ldc, mask, pf); break;
+                     default: tile<Tr, 4>(G, h, nb, x, xrb, c, ldc, mask, pf); break;
+                   }
+                 }
+               }
+             });
 }
 
 // ================================ Q4_K ================================
@@ -344,30 +351,20 @@ void tile_q4k(const uint8_t* G, int h, int64_t nb, const uint8_t* X, size_t xrb,
 void gemm_q4k(const uint8_t* P, int64_t K, const uint8_t* X, size_t xrb, int64_t T, float* C, int64_t ldc, int64_t n0,
               int64_t n1) {
   const int64_t nb = K / 256;
-  const size_t group_bytes = static_cast<size_t>(nb) * kQ4kBytes, half_bytes = group_bytes / 2;
-  const int per = static_cast<int>((half_bytes / 64 + 4 * nb) / (4 * nb));  // pf.step: 4 per super-block
-  const uint8_t* end = P + static_cast<size_t>((n1 + 15) / 16) * group_bytes;
-  SidePrefetch* side = &side_prefetch();
-  for (int64_t n = n0; n < n1; n += 16) {
-    const uint8_t* G = P + static_cast<size_t>(n / 16) * group_bytes;
-    for (int h = 0; h < 2 && n + 8 * h < n1; ++h) {
-      const int cnt = static_cast<int>(n1 - n - 8 * h < 8 ? n1 - n - 8 * h : 8);
-      const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(cnt), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-      const uint8_t* next = G + group_bytes + h * half_bytes;
-      const uint8_t* next_end = next + half_bytes < end ? next + half_bytes : end;
-      for (int64_t t0 = 0; t0 < T; t0 += 4) {
-        const Prefetch pf{next, t0 == 0 ? next_end : next, per, side};
-        const uint8_t* x = X + t0 * xrb;
-        float* c = C + n + 8 * h + t0 * ldc;
-        switch (T - t0 < 4 ? T - t0 : 4) {
-          case 1: tile_q4k<1>(G, h, nb, x, xrb, c, ldc, mask, pf); break;
-          case 2: tile_q4k<2>(G, h, nb, x, xrb, c, ldc, mask, pf); break;
-          case 3: tile_q4k<3>(G, h, nb, x, xrb, c, ldc, mask, pf); break;
-          default: tile_q4k<4>(G, h, nb, x, xrb, c, ldc, mask, pf); break;
-        }
-      }
-    }
-  }
+  for_halves(P, static_cast<size_t>(nb) * kQ4kBytes, 4 * nb, C, n0, n1,  // pf.step: 4 per super-block
+             [&](const uint8_t* G, int h, __m256i mask, float* c0, Prefetch first, Prefetch later) {
+               for (int64_t t0 = 0; t0 < T; t0 += 4) {
+                 const Prefetch pf = t0 == 0 ? first : later;
+                 const uint8_t* x = X + t0 * xrb;
+                 float* c = c0 + t0 * ldc;
+                 switch (T - t0 < 4 ? T - t0 : 4) {
+                   case 1: tile_q4k<1>(G, h, nb, x, xrb, c, ldc, mask, pf); break;
+                   case 2: tile_q4k<2>(G, h, nb, x, xrb, c, ldc, mask, pf); break;
+                   case 3: tile_q4k<3>(G, h, nb, x, xrb, c, ldc, mask, pf); break;
+                   default: tile_q4k<4>(G, h, nb, x, xrb, c, ldc, mask, pf); break;
+                 }
+               }
+             });
 }
 
 }  // namespace
