@@ -192,8 +192,15 @@ void gemm8_bench() {
 }
 
 // The K-quant matmuls of a Qwen2.5-Coder 1.5B Q4_K_M decode step (gate/up, down in Q4_K and in
-// Q6_K) and of a 4-token tile, one thread: packed vs the GGUF layout, hot and cold.
-void kquant_bench() {
+// Q6_K) and of a 4-token tile, one thread: packed vs the GGUF layout, hot and cold. With token
+// counts: the gate/up (Q4_K) and down (Q6_K) shapes at each of them only (a verification of k
+// drafts is k + 1 tokens; GGFLOW_AMX=0 shows the VNNI kernels' figure beside AMX's).
+void kquant_bench(const std::vector<int64_t>& tokens) {
+  if (!tokens.empty()) {
+    for (int64_t T : tokens) bench_gemm(GgmlType::Q4_K, 8960, 1536, T);
+    for (int64_t T : tokens) bench_gemm(GgmlType::Q6_K, 1536, 8960, T);
+    return;
+  }
   bench_gemm(GgmlType::Q4_K, 8960, 1536, 1);
   bench_gemm(GgmlType::Q4_K, 1536, 8960, 1);
   bench_gemm(GgmlType::Q6_K, 1536, 8960, 1);
@@ -375,7 +382,7 @@ void peak_bench() {
 // No argument: everything. "gemm8 [MiB]": the shapes of an 8-sequence decode step only, the cold
 // rotation over MiB of copies (default 128: beyond this host's last-level cache; 64 stays in it). "barrier": the
 // thread pool's cost per parallel step. "layers [T]": SmolLM2's layer matmuls of a decode step at T tokens
-// (default 8) over the thread pool. "kquant": Qwen2.5 1.5B's K-quant shapes. "bandwidth": this host's read bandwidth on 1 and 2 threads;
+// (default 8) over the thread pool. "kquant [T ...]": Qwen2.5 1.5B's K-quant shapes (at those token counts). "bandwidth": this host's read bandwidth on 1 and 2 threads;
 // "peak": its vpdpbusd throughput (the int8 peak) on 1 and 2 threads.
 int main(int argc, char** argv) {
   if (argc > 1 && std::strcmp(argv[1], "peak") == 0) {
@@ -395,7 +402,9 @@ int main(int argc, char** argv) {
     return 0;
   }
   if (argc > 1 && std::strcmp(argv[1], "kquant") == 0) {
-    ggflow::cpu::kquant_bench();
+    std::vector<int64_t> tokens;
+    for (int i = 2; i < argc; ++i) tokens.push_back(std::strtoll(argv[i], nullptr, 10));
+    ggflow::cpu::kquant_bench(tokens);
     return 0;
   }
   if (argc > 1 && std::strcmp(argv[1], "gemm8") == 0) {
