@@ -9,7 +9,7 @@
 namespace ggflow::pipeline {
 
 namespace {
-constexpr int32_t kMaxSpecTokens = 32;
+constexpr int32_t kMaxSpecTokens = serving::DraftAcceptance::kMaxDepth;
 constexpr int32_t kLookupDefaultK = 7;  // with the pending token, one 8-token matmul tile
 constexpr int32_t kDraftDefaultK = 8;
 }  // namespace

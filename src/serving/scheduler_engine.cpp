@@ -142,7 +142,7 @@ void ContinuousBatchingEngine::propose() {
     if (!s->params.speculate) continue;
     int64_t k = sc.num_spec_tokens;
     if (sc.adaptive) {
-      k = spec_cost_.best_length(s->spec_accept_rate(), int32_t(std::min<int64_t>(k, budget)), planned, decoding, draft_pass);
+      k = spec_cost_.best_length(s->spec_accept, int32_t(std::min<int64_t>(k, budget)), planned, decoding, draft_pass);
       if (k == 0 && ++s->spec_idle_steps >= 16) k = 1;  // a probe now and then: the text may change
     }
     k = std::min({k, s->max_len - s->len() - 1, budget});  // the accepted drafts + 1 fit max_len
@@ -219,8 +219,7 @@ void ContinuousBatchingEngine::verify_chunk(const ScheduledChunk& c, const Logit
   s->usage.spec.steps += 1;
   s->usage.spec.draft_tokens += k;
   s->usage.spec.accepted_tokens += accepted;
-  s->spec_hits = 0.9 * s->spec_hits + accepted;
-  s->spec_trials = 0.9 * s->spec_trials + accepted + (accepted < k ? 1 : 0);
+  s->spec_accept.observe(k, accepted);
   st.num_verified_seqs += 1;
   st.num_draft_tokens += k;
   st.num_accepted_tokens += accepted;

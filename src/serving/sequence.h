@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "serving/draft_acceptance.h"
 #include "text/logprobs.h"
 #include "text/sampler.h"
 #include "text/sampler_stop.h"
@@ -114,11 +115,10 @@ struct Sequence {
   int64_t num_computed = 0;     // leading tokens whose K/V are in cache
   // Speculative decoding: tokens proposed to follow `tokens` this step (verified with the pending
   // token in one pass; never in `tokens`, never committed unless accepted), and the request's
-  // running estimate of the chance that a draft token is accepted (adaptive speculation length).
+  // running estimate of how far its drafts stand (adaptive speculation length).
   std::vector<int32_t> draft;
-  double spec_hits = 2, spec_trials = 3;  // decayed counts of accepted drafts and of drafts tried
+  DraftAcceptance spec_accept;
   int32_t spec_idle_steps = 0;  // steps since the last speculation (a probe is due after a while)
-  double spec_accept_rate() const { return spec_hits / spec_trials; }
   bool admitted_once = false;   // cached_tokens is recorded at the first admission only
   size_t num_polled = 0;        // generated tokens already returned by take_new_tokens()
   State state = State::Waiting;

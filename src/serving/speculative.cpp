@@ -30,14 +30,14 @@ Status NgramProposer::propose(std::span<DraftRequest> requests) {
   return {};
 }
 
-int32_t best_spec_length(double a, int32_t max_k, const std::function<double(int32_t)>& cost) {
-  a = std::clamp(a, 0.0, 0.999);
+int32_t best_spec_length(const std::function<double(int32_t)>& accept_at, int32_t max_k,
+                         const std::function<double(int32_t)>& cost) {
   int32_t best = 0;
   double best_rate = 1.0 / cost(0);  // k = 0: one token per plain step
-  double emitted = 1.0, ak = 1.0;
+  double emitted = 1.0, stands = 1.0;
   for (int32_t k = 1; k <= max_k; ++k) {
-    ak *= a;
-    emitted += ak;  // 1 + a + ... + a^k
+    stands *= std::clamp(accept_at(k), 0.0, 0.999);  // drafts 1..k all stand
+    emitted += stands;
     const double rate = emitted / cost(k);
     if (rate > best_rate * 1.0001) best = k, best_rate = rate;
   }
@@ -45,7 +45,8 @@ int32_t best_spec_length(double a, int32_t max_k, const std::function<double(int
 }
 
 int32_t best_spec_length(double a, int32_t max_k, double verify_cost, double propose_cost) {
-  return best_spec_length(a, max_k, [&](int32_t k) { return 1.0 + k * (verify_cost + propose_cost); });
+  return best_spec_length([&](int32_t) { return a; }, max_k,
+                          [&](int32_t k) { return 1.0 + k * (verify_cost + propose_cost); });
 }
 
 void update_mean(double& mean, int64_t& n, double x) {
@@ -63,19 +64,29 @@ void SpecCostModel::observe_step(int64_t tokens, double seconds) {
 
 double SpecCostModel::step_seconds(int64_t tokens) const {
   tokens = std::clamp<int64_t>(tokens, 1, int64_t(t_.size()) - 1);
-  if (n_[size_t(tokens)] > 0) return t_[size_t(tokens)];
-  // The nearest measured size (the smaller one on a tie), scaled by the prior.
-  for (int64_t d = 1; d < int64_t(t_.size()); ++d)
-    for (int64_t m : {tokens - d, tokens + d})
-      if (m >= 1 && m < int64_t(t_.size()) && n_[size_t(m)] > 0)
-        return t_[size_t(m)] * (1 + prior_ * double(tokens - 1)) / (1 + prior_ * double(m - 1));
-  return 1 + prior_ * double(tokens - 1);  // nothing measured: in units of a one-token step
+  const auto at = size_t(tokens);
+  if (n_[at] >= kSettled) return t_[at];
+  // The nearest other size with settled samples (else with any; the smaller one on a tie), scaled
+  // by the prior; a size with a few samples of its own takes the lower of its mean and that, so
+  // one slow first sample (a cold cache, a neighbour's burst) does not keep it from being tried.
+  double est = 1 + prior_ * double(tokens - 1);  // nothing measured: in units of a one-token step
+  bool found = false;
+  for (int64_t need : {kSettled, int64_t{1}}) {
+    for (int64_t d = 1; d < int64_t(t_.size()) && !found; ++d)
+      for (int64_t m : {tokens - d, tokens + d})
+        if (!found && m >= 1 && m < int64_t(t_.size()) && n_[size_t(m)] >= need) {
+          est = t_[size_t(m)] * (1 + prior_ * double(tokens - 1)) / (1 + prior_ * double(m - 1));
+          found = true;
+        }
+    if (found) break;
+  }
+  return n_[at] > 0 ? std::min(t_[at], est) : est;
 }
 
-int32_t SpecCostModel::best_length(double a, int32_t max_k, int64_t planned, int64_t decoding, double draft_pass_s) const {
+int32_t SpecCostModel::best_length(const DraftAcceptance& a, int32_t max_k, int64_t planned, int64_t decoding, double draft_pass_s) const {
   const double share = step_seconds(decoding) / double(std::max<int64_t>(1, decoding));  // a plain step's, per sequence
   const double before = step_seconds(planned);
-  return best_spec_length(a, max_k, [&](int32_t k) {
+  return best_spec_length([&](int32_t j) { return a.rate(j); }, max_k, [&](int32_t k) {
     return share + (step_seconds(planned + k) - before) + k * draft_pass_s;
   });
 }

@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "base/result.h"
+#include "serving/draft_acceptance.h"
 #include "serving/sequence.h"
 
 namespace ggflow::serving {
@@ -86,11 +87,12 @@ class NgramProposer final : public Proposer {
   int32_t max_ngram_, min_ngram_;
 };
 
-// Adaptive speculation length: with per-token acceptance `accept_rate`, k drafts emit
-// (1 - a^(k+1)) / (1 - a) tokens per step at a cost of cost(k) (cost(0): a plain step); the k in
-// [0, max_k] with the most tokens per unit of cost (the smaller k on a tie).
-int32_t best_spec_length(double accept_rate, int32_t max_k, const std::function<double(int32_t)>& cost);
-// The same with cost(k) = 1 + k * (verify_cost + propose_cost).
+// Adaptive speculation length: with acceptance a(j) at depth j (DraftAcceptance::rate), k drafts
+// emit 1 + sum_{j<=k} a(1)...a(j) tokens per step at a cost of cost(k) (cost(0): a plain step);
+// the k in [0, max_k] with the most tokens per unit of cost (the smaller k on a tie).
+int32_t best_spec_length(const std::function<double(int32_t)>& accept_at, int32_t max_k,
+                         const std::function<double(int32_t)>& cost);
+// One rate at every depth, cost(k) = 1 + k * (verify_cost + propose_cost).
 int32_t best_spec_length(double accept_rate, int32_t max_k, double verify_cost, double propose_cost);
 
 // A running mean over the first 20 samples, then an exponential one (the host drifts: bandwidth,
@@ -101,17 +103,18 @@ void update_mean(double& mean, int64_t& n, double x);
 // the target's time for a step of T tokens made only of decode rows and verification chunks (a
 // running mean per T; the proposer measures its own time per draft token). A step size not
 // measured yet is estimated from the nearest measured one with the prior (prior_token_cost per
-// token).
+// token); one with fewer than kSettled samples by the lower of its mean and that estimate.
 class SpecCostModel {
  public:
   SpecCostModel(int32_t max_tokens, double prior_token_cost);
   void observe_step(int64_t tokens, double seconds);
   double step_seconds(int64_t tokens) const;
-  // Drafts for one more sequence (acceptance `a`), with `planned` tokens already in the step and
+  // Drafts for one more sequence (its acceptance `a`), with `planned` tokens already in the step and
   // `decoding` sequences in it: the k with the most tokens per second of its share of the step.
-  int32_t best_length(double a, int32_t max_k, int64_t planned, int64_t decoding, double draft_pass_s) const;
+  int32_t best_length(const DraftAcceptance& a, int32_t max_k, int64_t planned, int64_t decoding, double draft_pass_s) const;
 
  private:
+  static constexpr int64_t kSettled = 3;
   std::vector<double> t_;       // [max_tokens + 1] seconds per step of T tokens
   std::vector<int64_t> n_;      // samples behind each
   double prior_;

@@ -271,6 +271,46 @@ TEST(Speculative, AdaptiveLengthFollowsAcceptanceAndCost) {
   EXPECT_EQ(best_spec_length(0.3, 8, 0.08, 0.4), 0);      // and not at all when it does not pay
 }
 
+TEST(Speculative, AcceptanceIsTrackedDepthByDepth) {
+  DraftAcceptance a;
+  EXPECT_DOUBLE_EQ(a.rate(1), 0.75);  // the prior
+  // All-or-nothing drafts (prompt lookup): half stand whole, half fail at the first token.
+  for (int i = 0; i < 60; ++i) a.observe(7, i % 2 ? 7 : 0);
+  EXPECT_NEAR(a.rate(1), 0.5, 0.03);
+  for (int32_t j = 2; j <= 7; ++j) EXPECT_GT(a.rate(j), 0.99) << j;
+  EXPECT_DOUBLE_EQ(a.rate(8), 0.75);  // never proposed: still the prior
+  // One rate for every token (hits / tries as before: 3.5 of 4.5 stand) would read 0.78 per token
+  // and stop early; by depth, 1 + 0.5 * 7 = 4.5 tokens for 7 drafts pay for a step that costs 1.6x.
+  auto cost = [](int32_t k) { return 1.0 + 0.085 * k; };
+  EXPECT_EQ(best_spec_length([&](int32_t j) { return a.rate(j); }, 7, cost), 7);
+  EXPECT_LT(best_spec_length([](int32_t) { return 3.5 / 4.5; }, 7, cost), 7);
+  // Drafts that always break at the third token: two drafts, not more.
+  DraftAcceptance b;
+  for (int i = 0; i < 60; ++i) b.observe(7, 2);
+  EXPECT_GT(b.rate(1), 0.99);
+  EXPECT_GT(b.rate(2), 0.99);
+  EXPECT_LT(b.rate(3), 0.01);
+  EXPECT_EQ(best_spec_length([&](int32_t j) { return b.rate(j); }, 7, cost), 2);
+  // Out-of-range arguments are clamped, not undefined.
+  b.observe(1000, -5);
+  EXPECT_GE(b.rate(0), 0.0);
+  EXPECT_LE(b.rate(1000), 1.0);
+}
+
+TEST(Speculative, CostModelRetriesAStepSizeWhoseFirstSampleWasSlow) {
+  SpecCostModel m(16, 0.05);
+  for (int i = 0; i < 5; ++i) m.observe_step(1, 0.045), m.observe_step(6, 0.070);
+  m.observe_step(8, 0.200);  // one cold first sample
+  // Estimated from 6 tokens with the prior (0.070 * 1.35 / 1.25), not the outlier: it gets tried.
+  EXPECT_NEAR(m.step_seconds(8), 0.0756, 1e-4);
+  m.observe_step(8, 0.080), m.observe_step(8, 0.080);  // settled: its own mean from now on
+  EXPECT_NEAR(m.step_seconds(8), 0.120, 1e-9);
+  EXPECT_NEAR(m.step_seconds(1), 0.045, 1e-9);
+  // Unmeasured sizes scale from the nearest settled one.
+  EXPECT_NEAR(m.step_seconds(7), 0.070 * 1.30 / 1.25, 1e-9);
+  EXPECT_NEAR(SpecCostModel(16, 0.05).step_seconds(3), 1.10, 1e-9);  // nothing measured: units of a step
+}
+
 TEST(Speculative, AdaptiveSpeculationShrinksAsTheBatchGrows) {
   EngineConfig cfg = spec_config(512, 32, 512, true, 6);
   cfg.spec.max_step_tokens = 16;
