@@ -369,10 +369,10 @@ TEST(MatmulPacked, EqualsTwinOnEveryIsa) {
     for (int64_t K : {32, 64, 160, 576})
       for (int64_t N : {1, 15, 16, 17, 33, 70})
         for (int64_t T : {1, 2, 5, 8, 9, 17}) run_packed_case(t, K, N, T, rng);
-  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K})  // super-blocks: tiles of up to 4 tokens
+  for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K})  // super-blocks: tiles of 1-4 and 5-8 tokens
     for (int64_t K : {256, 512, 1536})
       for (int64_t N : {1, 15, 16, 17, 33, 70})
-        for (int64_t T : {1, 2, 3, 4, 5, 8, 9, 17}) run_packed_case(t, K, N, T, rng);
+        for (int64_t T : {1, 2, 3, 4, 5, 6, 7, 8, 9, 12, 17}) run_packed_case(t, K, N, T, rng);
   for (GgmlType t : {GgmlType::Q4_K, GgmlType::Q6_K})  // AMX: whole tiles of 16 tokens, and a rest
     for (int64_t K : {256, 2304})
       for (int64_t N : {15, 20, 33})

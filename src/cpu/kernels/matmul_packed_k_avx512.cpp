@@ -13,8 +13,8 @@
 //           against the bsums dword p), which is the twin's sum_j sc_j * sum (q_i - 32) * qa_i.
 // Tiles of up to 4 tokens: each token keeps two sub-block sums in flight (the low and the high
 // nibbles of a code dword belong to different sub-blocks), its isum and its acc; the codes of a
-// dword are loaded and split once per tile. Q4_K also has tiles of 5-8 tokens (prompts), which
-// take one sub-block at a time (tile_q4_k_wide). A group's super-blocks are contiguous; the next
+// dword are loaded and split once per tile. Tiles of 5-8 tokens (verification chunks, prompts)
+// take one sub-block at a time (tile_q4_k_wide, tile_q6_k_wide). A group's super-blocks are contiguous; the next
 // group is software-prefetched while this one computes, as in matmul_packed_avx512.cpp. Where
 // amx_enabled(), whole 16-token tiles go to matmul_packed_k_amx.cpp first.
 #include <immintrin.h>
@@ -43,7 +43,7 @@ using packed_avx512::q6k_scale;
 using packed_avx512::q6k_scale_pair;
 using packed_avx512::Prefetch;
 
-constexpr int kTT = 8;  // tokens per tile at most (Q4_K; Q6_K: 4)
+constexpr int kTT = 8;  // tokens per tile at most
 using packed_avx512::kBsums;
 using packed_avx512::kQ;
 
@@ -176,6 +176,58 @@ void tile_q6_k(const uint8_t* G, int64_t nb, const uint8_t* X, size_t xrb, float
   TOKENS_UNROLLED for (int t = 0; t < TT; ++t) _mm512_mask_storeu_ps(C + t * ldc, mask, acc[t]);
 }
 
+// Q6_K, 5 to 8 tokens (verification chunks, small decode batches): one sub-block at a time, as
+// tile_q4_k_wide, so each token keeps one partial sum, its isum and its acc in registers (24 of
+// 32) and each decoded code byte serves up to 8 tokens (two 4-token tiles decoded every code twice:
+// an 8-token step's Q6_K matrices took 1.9x the one-token time, the Q4_K ones 1.56x). A ql/qh pair
+// is loaded twice (low nibbles, then high ones: from L1). The correction sums come after the
+// sub-blocks, in the partial sums' registers.
+template <int TT>
+void tile_q6_k_wide(const uint8_t* G, int64_t nb, const uint8_t* X, size_t xrb, float* C, int64_t ldc, __mmask16 mask,
+                    Prefetch pf) {
+  constexpr size_t gbs = 16 * 210;
+  __m512 acc[TT];
+  TOKENS_UNROLLED8 for (int t = 0; t < TT; ++t) acc[t] = _mm512_setzero_ps();
+  const __m512i m0f = _mm512_set1_epi8(0x0F), m30 = _mm512_set1_epi8(0x30);
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* p = G + b * gbs;
+    const uint8_t* a0 = X + b * sizeof(BlockQA256);
+    __m512i isum[TT];
+    TOKENS_UNROLLED8 for (int t = 0; t < TT; ++t) isum[t] = _mm512_setzero_si512();
+    for (int g = 0; g < 2; ++g)
+      for (int Q = 0; Q < 4; ++Q) {
+        if (Q % 2 == 0) pf.step();
+        for (int h = 0; h < 2; ++h) {  // sub-block 8g+Q (low nibbles), then 8g+4+Q (high)
+          __m512i sj[TT];
+          TOKENS_UNROLLED8 for (int t = 0; t < TT; ++t) sj[t] = _mm512_setzero_si512();
+          for (int k = 0; k < 4; ++k) {
+            const int i = 4 * Q + k;
+            const __m512i raw = ld(p + 288 + 64 * (16 * g + i));
+            const __m512i QH = ld(p + 2336 + 64 * (8 * g + i % 8));
+            const __m512i v = h == 0 ? q6_code(raw, Q < 2 ? hb4<0>(QH) : hb4<1>(QH), m0f, m30)
+                                     : q6_code(_mm512_srli_epi16(raw, 4), Q < 2 ? hb4<2>(QH) : hb4<3>(QH), m0f, m30);
+            TOKENS_UNROLLED8 for (int t = 0; t < TT; ++t)
+              sj[t] = dpbusd_bcast(sj[t], v, a0 + t * xrb + kQ + 128 * g + 64 * h + 4 * i);
+          }
+          const __m512i sc = q6k_scale(p, 8 * g + 4 * h + Q);
+          TOKENS_UNROLLED8 for (int t = 0; t < TT; ++t) isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(sj[t], sc));
+        }
+      }
+    __m512i corr[TT];
+    TOKENS_UNROLLED8 for (int t = 0; t < TT; ++t) corr[t] = _mm512_setzero_si512();
+    for (int pr = 0; pr < 8; ++pr) {  // sum_j sc_j * bsums[j], by pairs
+      const __m512i pair = q6k_scale_pair(p, pr);
+      TOKENS_UNROLLED8 for (int t = 0; t < TT; ++t) corr[t] = dpwssd_bcast(corr[t], pair, a0 + t * xrb + kBsums + 4 * pr);
+    }
+    const __m512 D = half16(p);
+    TOKENS_UNROLLED8 for (int t = 0; t < TT; ++t) {
+      const __m512i is = _mm512_sub_epi32(isum[t], _mm512_slli_epi32(corr[t], 5));
+      acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(D, _mm512_set1_ps(ldf(a0 + t * xrb))), _mm512_cvtepi32_ps(is), acc[t]);
+    }
+  }
+  TOKENS_UNROLLED8 for (int t = 0; t < TT; ++t) _mm512_mask_storeu_ps(C + t * ldc, mask, acc[t]);
+}
+
 #undef TOKENS_UNROLLED
 #undef TOKENS_UNROLLED8
 
@@ -210,7 +262,8 @@ void matmul_packed_k_avx512(GgmlType t, const uint8_t* P, int64_t K, const uint8
                             int64_t ldc, int64_t n0, int64_t n1) {
   static constexpr TileFn q4k[kTT] = {tile_q4_k<1>,      tile_q4_k<2>,      tile_q4_k<3>,      tile_q4_k<4>,
                                       tile_q4_k_wide<5>, tile_q4_k_wide<6>, tile_q4_k_wide<7>, tile_q4_k_wide<8>};
-  static constexpr TileFn q6k[4] = {tile_q6_k<1>, tile_q6_k<2>, tile_q6_k<3>, tile_q6_k<4>};
+  static constexpr TileFn q6k[kTT] = {tile_q6_k<1>,      tile_q6_k<2>,      tile_q6_k<3>,      tile_q6_k<4>,
+                                      tile_q6_k_wide<5>, tile_q6_k_wide<6>, tile_q6_k_wide<7>, tile_q6_k_wide<8>};
   if (T >= 16 && amx_enabled()) {  // whole tiles of 16 tokens on AMX, the rest here
     const int64_t T16 = T / 16 * 16;
     matmul_packed_k_amx(t, P, K, X, xrb, T16, C, ldc, n0, n1);
@@ -221,7 +274,7 @@ void matmul_packed_k_avx512(GgmlType t, const uint8_t* P, int64_t K, const uint8
   }
   switch (t) {
     case GgmlType::Q4_K: return gemm(q4k, 8, 144, P, K, X, xrb, T, C, ldc, n0, n1);
-    case GgmlType::Q6_K: return gemm(q6k, 4, 210, P, K, X, xrb, T, C, ldc, n0, n1);
+    case GgmlType::Q6_K: return gemm(q6k, 8, 210, P, K, X, xrb, T, C, ldc, n0, n1);
     default: return;
   }
 }
