@@ -46,6 +46,11 @@ struct BuildOptions {
   // LoRA adapters (open_lora against the same file), applied unmerged: adapter i's delta is
   // weighted per token by the input lora_scale_i.
   std::vector<std::shared_ptr<const LoraAdapter>> loras = {};
+  // > 0: the LM head keeps its first logit_rows rows only (logits [logit_rows, T]; token ids
+  // below it). A draft model's proposals need no more: BPE and SentencePiece vocabularies put the
+  // frequent tokens first, and the head is a large share of a small model's bytes per token
+  // (Qwen2.5 0.5B: 136 of 491 MB). 0 or >= the vocabulary: every row.
+  int64_t logit_rows = 0;
 };
 
 struct BuiltModel {

@@ -395,10 +395,17 @@ class Builder {
     auto onorm = weight("output_norm.weight", {E}, 1);
     if (!onorm) return onorm.error();
     int out = *tok_embd;
+    std::string out_name = "token_embd.weight";
     if (has("output.weight")) {
       auto w = weight("output.weight", {E, hp_.n_vocab}, 2);
       if (!w) return w.error();
-      out = *w;
+      out = *w, out_name = "output.weight";
+    }
+    if (opt_.logit_rows > 0 && opt_.logit_rows < hp_.n_vocab) {  // the head's first rows: a prefix of its bytes
+      const gguf::TensorInfo& t = *f_.find_tensor(out_name);
+      const auto bytes = size_t(gguf::row_bytes(t.type, uint64_t(E)) * uint64_t(opt_.logit_rows));
+      out = g_.weight(out_name + "[:" + std::to_string(opt_.logit_rows) + "]", t.type,
+                      Ne{Ext(E), Ext(opt_.logit_rows), Ext(1), Ext(1)}, 2, f_.tensor_data(t).subspan(0, bytes), nullptr);
     }
     int logits = g_.mul_mat(out, rms(x, *onorm));  // no LoRA on the LM head (lora.h)                         // f32 [V, O]
     if (hp_.final_softcap > 0) logits = softcap(logits, hp_.final_softcap);

@@ -23,6 +23,11 @@ Status SpeculativeOptions::validate() const {
   if (num_spec_tokens < 0 || num_spec_tokens > kMaxSpecTokens)
     return make_error("--spec-tokens " + std::to_string(num_spec_tokens) + " is out of range",
                       "draft tokens per step: 1 to " + std::to_string(kMaxSpecTokens) + " (0: the proposer's default)");
+  if (draft_vocab < 0)
+    return make_error("--draft-vocab " + std::to_string(draft_vocab) + " is negative",
+                      "the draft proposes token ids below N (e.g. 32768); 0 keeps the whole vocabulary");
+  if (draft_vocab > 0 && draft_model.empty())
+    return make_error("--draft-vocab needs a draft model", "add --draft-model FILE, or drop --draft-vocab");
   if (num_spec_tokens > 0 && !enabled())
     return make_error("--spec-tokens needs a proposer", "add --draft-model FILE or --lookup N");
   return {};
@@ -58,7 +63,7 @@ Result<std::unique_ptr<Speculation>> Speculation::create(const runtime::ModelFil
     sp->config.num_spec_tokens = spec.num_spec_tokens > 0 ? spec.num_spec_tokens : kLookupDefaultK;
     return sp;
   }
-  auto draft = runtime::ModelFile::open(spec.draft_model);
+  auto draft = runtime::ModelFile::open(spec.draft_model, builder::BuildOptions{.logit_rows = spec.draft_vocab});
   if (!draft) return make_error("cannot open the draft model: " + draft.error().what, draft.error().hint);
   if (auto s = check_draft_vocabulary(target, **draft); !s) return s.error();
   auto runner = runtime::PagedRunner::create(**draft, num_blocks, options);

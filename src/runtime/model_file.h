@@ -5,6 +5,7 @@
 // layout passes. Nobody opens the path a second time.
 #pragma once
 
+#include <algorithm>
 #include <memory>
 #include <span>
 #include <string>
@@ -44,6 +45,8 @@ class ModelFile {
   const std::string& path() const { return file_.path(); }
   const builder::HParams& hparams() const { return hp_; }
   int64_t n_vocab() const { return hp_.n_vocab; }
+  // Logits per row: n_vocab, or BuildOptions::logit_rows where that cuts the LM head.
+  int64_t n_logits() const { return opt_.logit_rows > 0 ? std::min(opt_.logit_rows, hp_.n_vocab) : hp_.n_vocab; }
   // The training context ({arch}.context_length), or 4096 when the file has none.
   int64_t n_ctx_train() const { return hp_.n_ctx_train > 0 ? hp_.n_ctx_train : 4096; }
   bool flash_attn() const { return opt_.flash_attn; }

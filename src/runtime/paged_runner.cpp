@@ -21,7 +21,7 @@ Result<std::unique_ptr<PagedRunner>> PagedRunner::create(const ModelFile& file, 
                                                          const CompileOptions& options) {
   auto m = file.layout_model(transforms::Layout::paged);
   if (!m) return m.error();
-  return from_model(std::move(*m), file.n_vocab(), num_blocks, options, file.lora_factors());
+  return from_model(std::move(*m), file.n_logits(), num_blocks, options, file.lora_factors());
 }
 
 Result<std::unique_ptr<PagedRunner>> PagedRunner::from_model(ir::Model model, int64_t n_vocab, int32_t num_blocks,

@@ -12,7 +12,7 @@ Result<std::unique_ptr<RawRunner>> RawRunner::create(const ModelFile& file, cons
   if (!cm) return cm.error();
   std::unique_ptr<RawRunner> r(new RawRunner());
   r->hp_ = file.hparams();
-  r->n_vocab_ = file.n_vocab();
+  r->n_vocab_ = file.n_logits();
   r->n_ctx_ = opt.n_ctx > 0 ? opt.n_ctx : file.n_ctx_train();
   r->cm_ = std::move(*cm);
   const CompiledModel& c = *r->cm_;

@@ -208,6 +208,11 @@ TEST(SpeculativeModels, SmolLM2LookupEqualsPlainGreedyOnEveryLayout) {
 TEST(SpeculativeModels, SmolLM2AsItsOwnDraftEqualsPlainGreedy) {
   GGFLOW_REQUIRE_FILE(kSmol, "models/smollm2-135m-instruct-q4_1.gguf (scripts/setup.sh)");
   check_model(kSmol, draft(kSmol, 4), 32, 4, {transforms::Layout::paged}, {1, 2});
+  // The draft's head cut to the first 4096 of 49152 token ids (--draft-vocab): fewer drafts
+  // stand, the output is still plain decoding's.
+  SpeculativeOptions cut = draft(kSmol, 4);
+  cut.draft_vocab = 4096;
+  check_model(kSmol, cut, 32, 2, {transforms::Layout::paged}, {2});
 }
 
 TEST(SpeculativeModels, Qwen05BLookupEqualsPlainGreedy) {
@@ -238,6 +243,16 @@ TEST(SpeculativeModels, DraftOfAnotherVocabularyIsRefused) {
   auto p2 = ContinuousBatchingPipeline::open(**file, cfg, {}, both);
   ASSERT_FALSE(p2.ok());
   EXPECT_NE(p2.error().what.find("one proposer"), std::string::npos);
+  SpeculativeOptions neg = draft(kSmol, 4);
+  neg.draft_vocab = -1;
+  auto p4 = ContinuousBatchingPipeline::open(**file, cfg, {}, neg);
+  ASSERT_FALSE(p4.ok());
+  EXPECT_NE(p4.error().what.find("--draft-vocab"), std::string::npos) << p4.error().str();
+  SpeculativeOptions lonely = lookup(3, 4);
+  lonely.draft_vocab = 4096;
+  auto p5 = ContinuousBatchingPipeline::open(**file, cfg, {}, lonely);
+  ASSERT_FALSE(p5.ok());
+  EXPECT_NE(p5.error().what.find("needs a draft model"), std::string::npos) << p5.error().str();
   auto p3 = ContinuousBatchingPipeline::open(**file, cfg, {}, draft("/nonexistent.gguf", 4));
   ASSERT_FALSE(p3.ok());
   EXPECT_NE(p3.error().what.find("draft model"), std::string::npos) << p3.error().str();

@@ -115,6 +115,35 @@ TEST_F(CompiledModelTest, CachesAreWrittenInPlaceWhileTheyGrow) {
   EXPECT_EQ(std::memcmp(raw_rows.data(), paged_rows.data(), raw_rows.size() * sizeof(float)), 0);
 }
 
+// BuildOptions::logit_rows: the LM head cut to its first rows gives those rows' logits bit for bit
+// (a draft model's head; the rows are a prefix of the weight's bytes, computed by the same kernel).
+TEST_F(CompiledModelTest, CutHeadGivesTheFirstLogitsOfTheWholeHead) {
+  const int64_t V = file->n_vocab(), R = 200;  // not a multiple of the packed kernels' 16 rows
+  ASSERT_GT(V, R);
+  auto cut = ModelFile::open(kStories, builder::BuildOptions{.logit_rows = R});
+  ASSERT_TRUE(cut.ok()) << cut.error().str();
+  EXPECT_EQ((*cut)->n_logits(), R);
+  EXPECT_EQ((*cut)->n_vocab(), V);
+  std::vector<int32_t> prompt = {1, 403, 407, 261, 378, 108, 260, 203, 290, 6, 11, 25};
+  auto whole = PagedRunner::create(*file, 4), part = PagedRunner::create(**cut, 4);
+  ASSERT_TRUE(whole.ok() && part.ok());
+  const int sw = (*whole)->add_sequence(), sp = (*part)->add_sequence();
+  auto rw = (*whole)->step({{sw, prompt}});
+  auto rp = (*part)->step({{sp, prompt}});
+  for (int i = 0; i < 6; ++i) {
+    ASSERT_TRUE(rw.ok() && rp.ok());
+    ASSERT_EQ(rw->row(0).size(), size_t(V));
+    ASSERT_EQ(rp->row(0).size(), size_t(R));
+    EXPECT_EQ(std::memcmp(rw->row(0).data(), rp->row(0).data(), size_t(R) * sizeof(float)), 0) << "step " << i;
+    const int32_t next = argmax(rw->row(0));
+    rw = (*whole)->step({{sw, {next}}});
+    rp = (*part)->step({{sp, {next}}});
+  }
+  auto all = ModelFile::open(kStories, builder::BuildOptions{.logit_rows = V + 5});  // more than there are: all
+  ASSERT_TRUE(all.ok());
+  EXPECT_EQ((*all)->n_logits(), V);
+}
+
 // A paged step costs its tokens, not the pool: the same steps with 64 and 4,096 blocks take
 // about the same time. A guard against copying the caches per step (which would make the large
 // pool ~64x slower), not a speed target; the best of five alternating runs is compared. It runs

@@ -276,21 +276,28 @@ TEST(Speculative, AcceptanceIsTrackedDepthByDepth) {
   EXPECT_DOUBLE_EQ(a.rate(1), 0.75);  // the prior
   // All-or-nothing drafts (prompt lookup): half stand whole, half fail at the first token.
   for (int i = 0; i < 60; ++i) a.observe(7, i % 2 ? 7 : 0);
-  EXPECT_NEAR(a.rate(1), 0.5, 0.03);
-  for (int32_t j = 2; j <= 7; ++j) EXPECT_GT(a.rate(j), 0.99) << j;
-  EXPECT_DOUBLE_EQ(a.rate(8), 0.75);  // never proposed: still the prior
-  // One rate for every token (hits / tries as before: 3.5 of 4.5 stand) would read 0.78 per token
-  // and stop early; by depth, 1 + 0.5 * 7 = 4.5 tokens for 7 drafts pay for a step that costs 1.6x.
+  EXPECT_NEAR(a.rate(1), 0.5, 0.1);
+  for (int32_t j = 2; j <= 7; ++j) EXPECT_GT(a.rate(j), 0.9) << j;
+  // One rate for every token (pooled: about 7 of 8 stand) and, by depth, 1 + 0.5 * 7 = 4.5
+  // tokens for 7 drafts: both pay for a step that costs 1.6x, the pooled rate overestimates.
+  EXPECT_GT(a.pooled(), 0.85);
   auto cost = [](int32_t k) { return 1.0 + 0.085 * k; };
   EXPECT_EQ(best_spec_length([&](int32_t j) { return a.rate(j); }, 7, cost), 7);
-  EXPECT_LT(best_spec_length([](int32_t) { return 3.5 / 4.5; }, 7, cost), 7);
-  // Drafts that always break at the third token: two drafts, not more.
+  // Drafts that always break at the third token: two drafts, not more (a per-token rate of 2/3
+  // would ask for more).
   DraftAcceptance b;
   for (int i = 0; i < 60; ++i) b.observe(7, 2);
-  EXPECT_GT(b.rate(1), 0.99);
-  EXPECT_GT(b.rate(2), 0.99);
-  EXPECT_LT(b.rate(3), 0.01);
+  EXPECT_GT(b.rate(1), 0.9);
+  EXPECT_GT(b.rate(2), 0.9);
+  EXPECT_LT(b.rate(3), 0.2);
   EXPECT_EQ(best_spec_length([&](int32_t j) { return b.rate(j); }, 7, cost), 2);
+  EXPECT_GT(best_spec_length([&](int32_t) { return b.pooled(); }, 7, cost), 2);
+  // A depth never proposed starts from the pooled rate: one-draft steps that always stand (a
+  // draft model's first steps) make deeper drafts look as good.
+  DraftAcceptance c;
+  for (int i = 0; i < 30; ++i) c.observe(1, 1);
+  EXPECT_GT(c.rate(5), 0.95);
+  EXPECT_EQ(best_spec_length([&](int32_t j) { return c.rate(j); }, 7, cost), 7);
   // Out-of-range arguments are clamped, not undefined.
   b.observe(1000, -5);
   EXPECT_GE(b.rate(0), 0.0);
