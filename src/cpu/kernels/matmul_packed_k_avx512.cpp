@@ -130,6 +130,24 @@ void tile_q4_k_wide(const uint8_t* G, int64_t nb, const uint8_t* X, size_t xrb, 
   TOKENS_UNROLLED8 for (int t = 0; t < TT; ++t) _mm512_mask_storeu_ps(C + t * ldc, mask, acc[t]);
 }
 
+// The end of a Q6_K super-block for TT tokens: the offset's correction sum_j sc_j * bsums[j] (by
+// scale pairs), isum - 32 * it, and the twin's f32 step acc = fma(d * da, (float)isum, acc).
+template <int TT>
+__attribute__((always_inline)) inline void q6k_finish(const uint8_t* p, const uint8_t* a0, size_t xrb, const __m512i* isum,
+                                                      __m512* acc) {
+  __m512i corr[TT];
+  TOKENS_UNROLLED8 for (int t = 0; t < TT; ++t) corr[t] = _mm512_setzero_si512();
+  for (int pr = 0; pr < 8; ++pr) {
+    const __m512i pair = q6k_scale_pair(p, pr);
+    TOKENS_UNROLLED8 for (int t = 0; t < TT; ++t) corr[t] = dpwssd_bcast(corr[t], pair, a0 + t * xrb + kBsums + 4 * pr);
+  }
+  const __m512 D = half16(p);
+  TOKENS_UNROLLED8 for (int t = 0; t < TT; ++t) {
+    const __m512i is = _mm512_sub_epi32(isum[t], _mm512_slli_epi32(corr[t], 5));
+    acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(D, _mm512_set1_ps(ldf(a0 + t * xrb))), _mm512_cvtepi32_ps(is), acc[t]);
+  }
+}
+
 template <int TT>
 void tile_q6_k(const uint8_t* G, int64_t nb, const uint8_t* X, size_t xrb, float* C, int64_t ldc, __mmask16 mask,
                Prefetch pf) {
@@ -140,8 +158,8 @@ void tile_q6_k(const uint8_t* G, int64_t nb, const uint8_t* X, size_t xrb, float
   for (int64_t b = 0; b < nb; ++b) {
     const uint8_t* p = G + b * gbs;
     const uint8_t* a0 = X + b * sizeof(BlockQA256);
-    __m512i isum[TT], corr[TT];
-    TOKENS_UNROLLED for (int t = 0; t < TT; ++t) isum[t] = corr[t] = _mm512_setzero_si512();
+    __m512i isum[TT];
+    TOKENS_UNROLLED for (int t = 0; t < TT; ++t) isum[t] = _mm512_setzero_si512();
     for (int g = 0; g < 2; ++g)
       for (int Q = 0; Q < 4; ++Q) {  // ql dwords 16g+4Q..: sub-blocks 8g+Q (low) and 8g+4+Q (high)
         if (Q % 2 == 0) pf.step();
@@ -163,15 +181,7 @@ void tile_q6_k(const uint8_t* G, int64_t nb, const uint8_t* X, size_t xrb, float
         TOKENS_UNROLLED for (int t = 0; t < TT; ++t)
           isum[t] = _mm512_add_epi32(isum[t], _mm512_add_epi32(_mm512_mullo_epi32(slo[t], sc0), _mm512_mullo_epi32(shi[t], sc1)));
       }
-    for (int pr = 0; pr < 8; ++pr) {  // sum_j sc_j * bsums[j], by pairs
-      const __m512i pair = q6k_scale_pair(p, pr);
-      TOKENS_UNROLLED for (int t = 0; t < TT; ++t) corr[t] = dpwssd_bcast(corr[t], pair, a0 + t * xrb + kBsums + 4 * pr);
-    }
-    const __m512 D = half16(p);
-    TOKENS_UNROLLED for (int t = 0; t < TT; ++t) {
-      const __m512i is = _mm512_sub_epi32(isum[t], _mm512_slli_epi32(corr[t], 5));
-      acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(D, _mm512_set1_ps(ldf(a0 + t * xrb))), _mm512_cvtepi32_ps(is), acc[t]);
-    }
+    q6k_finish<TT>(p, a0, xrb, isum, acc);
   }
   TOKENS_UNROLLED for (int t = 0; t < TT; ++t) _mm512_mask_storeu_ps(C + t * ldc, mask, acc[t]);
 }
@@ -181,7 +191,7 @@ void tile_q6_k(const uint8_t* G, int64_t nb, const uint8_t* X, size_t xrb, float
 // 32) and each decoded code byte serves up to 8 tokens (two 4-token tiles decoded every code twice:
 // an 8-token step's Q6_K matrices took 1.9x the one-token time, the Q4_K ones 1.56x). A ql/qh pair
 // is loaded twice (low nibbles, then high ones: from L1). The correction sums come after the
-// sub-blocks, in the partial sums' registers.
+// sub-blocks (q6k_finish).
 template <int TT>
 void tile_q6_k_wide(const uint8_t* G, int64_t nb, const uint8_t* X, size_t xrb, float* C, int64_t ldc, __mmask16 mask,
                     Prefetch pf) {
@@ -213,17 +223,7 @@ void tile_q6_k_wide(const uint8_t* G, int64_t nb, const uint8_t* X, size_t xrb, 
           TOKENS_UNROLLED8 for (int t = 0; t < TT; ++t) isum[t] = _mm512_add_epi32(isum[t], _mm512_mullo_epi32(sj[t], sc));
         }
       }
-    __m512i corr[TT];
-    TOKENS_UNROLLED8 for (int t = 0; t < TT; ++t) corr[t] = _mm512_setzero_si512();
-    for (int pr = 0; pr < 8; ++pr) {  // sum_j sc_j * bsums[j], by pairs
-      const __m512i pair = q6k_scale_pair(p, pr);
-      TOKENS_UNROLLED8 for (int t = 0; t < TT; ++t) corr[t] = dpwssd_bcast(corr[t], pair, a0 + t * xrb + kBsums + 4 * pr);
-    }
-    const __m512 D = half16(p);
-    TOKENS_UNROLLED8 for (int t = 0; t < TT; ++t) {
-      const __m512i is = _mm512_sub_epi32(isum[t], _mm512_slli_epi32(corr[t], 5));
-      acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(D, _mm512_set1_ps(ldf(a0 + t * xrb))), _mm512_cvtepi32_ps(is), acc[t]);
-    }
+    q6k_finish<TT>(p, a0, xrb, isum, acc);
   }
   TOKENS_UNROLLED8 for (int t = 0; t < TT; ++t) _mm512_mask_storeu_ps(C + t * ldc, mask, acc[t]);
 }
