@@ -3,7 +3,7 @@
 llama.cpp's speculative example (llama-speculative) with the same target and draft, on a prompt set.
 
     bench/speculative.py [--ggflow build/ggflow] [--llama-speculative PATH] [-t 2] [-n 128] [--rounds 3]
-                         [--prompts bench/spec_prompts.json] [--lookup 3] [--draft-vocab 32768] TARGET.gguf DRAFT.gguf
+                         [--prompts bench/spec_prompts.json] [--lookup 3] [--draft-vocab 16384] TARGET.gguf DRAFT.gguf
 
 Single stream, greedy, 2 threads by default; every figure is decode tokens/s summed over the
 prompts (the tokens after the first / their time; prompt processing is not counted), the median
@@ -12,8 +12,8 @@ alternating prompt by prompt), ggflow (plain and draft), llama.cpp (each prompt)
 checks that every speculative answer equals the plain one. llama-speculative gets the prompt
 rendered by the target's chat template (`ggflow template`), the same draft file, -n tokens,
 greedy sampling, its default draft settings (--llama-draft-max 3 tokens per step: its best of 3, 8
-and 16 on these files) and the same thread count for both models. ggflow's draft proposes token ids
-below --draft-vocab only (the draft's LM head cut to those rows; the answers stay the target's).
+and 16 on these files) and the same thread count for both models. ggflow's draft has its LM head
+cut to the first --draft-vocab rows (prompt lookup gives the ids beyond; answers stay the target's).
 The table also gives the acceptance rates,
 the tokens per target pass, and the roofline of plain decode: read bandwidth (build/bench/
 matmul_kernels bandwidth) / the target's file size, the tokens/s a one-token step cannot pass.
@@ -80,8 +80,8 @@ def main():
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--lookup", type=int, default=3)
     ap.add_argument("--draft-max", type=int, default=8, help="ggflow: draft tokens per step at most (its default)")
-    ap.add_argument("--draft-vocab", type=int, default=32768,
-                    help="ggflow: the draft proposes token ids below N (its LM head cut to N rows; 0: all)")
+    ap.add_argument("--draft-vocab", type=int, default=16384,
+                    help="ggflow: the draft's LM head cut to its first N rows (0: all)")
     ap.add_argument("--llama-draft-max", type=int, default=3,
                     help="llama-speculative --spec-draft-n-max (its default, 3, was its best of 3, 8, 16 here)")
     ap.add_argument("--prompts", default=str(ROOT / "bench" / "spec_prompts.json"))

@@ -12,6 +12,7 @@ namespace {
 constexpr int32_t kMaxSpecTokens = serving::DraftAcceptance::kMaxDepth;
 constexpr int32_t kLookupDefaultK = 7;  // with the pending token, one 8-token matmul tile
 constexpr int32_t kDraftDefaultK = 8;
+constexpr int32_t kLookupBeyondHead = 3;  // n-grams for the ids a cut draft head cannot propose
 }  // namespace
 
 Status SpeculativeOptions::validate() const {
@@ -70,7 +71,9 @@ Result<std::unique_ptr<Speculation>> Speculation::create(const runtime::ModelFil
   if (!runner) return make_error("cannot compile the draft model: " + runner.error().what, runner.error().hint);
   // The adaptive k's cost model: a decode step reads the weights, so the files' sizes.
   const double cost = std::clamp(double((*draft)->file().file_size()) / double(target.file().file_size()), 0.01, 1.0);
-  sp->proposer = std::make_unique<serving::DraftModelProposer>(**runner, num_blocks, cost);
+  auto proposer = std::make_unique<serving::DraftModelProposer>(**runner, num_blocks, cost);
+  if (spec.draft_vocab > 0) proposer->set_lookup_beyond_head(kLookupBeyondHead);
+  sp->proposer = std::move(proposer);
   sp->draft_runner = std::move(*runner);
   sp->draft_file = std::move(*draft);
   sp->config.num_spec_tokens = spec.num_spec_tokens > 0 ? spec.num_spec_tokens : kDraftDefaultK;

@@ -18,8 +18,8 @@ struct SpeculativeOptions {
   std::string draft_model;      // a .gguf with the target's vocabulary ("" = none)
   int32_t lookup = 0;           // > 0: prompt-lookup proposals, n-grams of 2 (1 if lookup == 1) up to this many tokens
   int32_t num_spec_tokens = 0;  // drafts per sequence and step at most; 0: the proposer's default
-  // The draft model proposes token ids below this only (its LM head cut to these rows:
-  // BuildOptions::logit_rows); 0: the whole vocabulary.
+  // The draft model's LM head is cut to this many rows (BuildOptions::logit_rows): it proposes ids
+  // below it, and prompt lookup the ids beyond where the text repeats; 0: the whole vocabulary.
   int64_t draft_vocab = 0;
   bool adaptive = true;         // false: always ask for num_spec_tokens (benchmarks of a fixed k)
   bool enabled() const { return !draft_model.empty() || lookup > 0; }

@@ -84,6 +84,12 @@ Status DraftModelProposer::propose(std::span<DraftRequest> requests) {
       auto row = logits->row(int64_t(i));  // f32 [vocab]
       if (runtime::non_finite(row)) continue;  // no draft from a broken row
       r.draft->push_back(runtime::argmax(row));
+      if (lookup_) {  // a cut head: an id beyond it, where prompt lookup continues with one
+        text_.assign(r.tokens.begin(), r.tokens.end());
+        text_.insert(text_.end(), r.draft->begin(), r.draft->end() - 1);
+        lookup_->propose_one(text_, 1, found_);
+        if (!found_.empty() && found_[0] >= int64_t(row.size())) r.draft->back() = found_[0];
+      }
       if (int32_t(r.draft->size()) >= r.max_tokens) continue;
       std::vector<int32_t>& c = cached_[r.id];
       const auto past = int64_t(c.size());

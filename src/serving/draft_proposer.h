@@ -8,10 +8,15 @@
 // rejected suffix is dropped and its blocks freed), as one batch over all requests with at most
 // `max_chunk` tokens each (a longer catch-up, a new prompt, takes several steps and proposes
 // nothing meanwhile), then runs one decode batch per further draft token. Drafts are the draft
-// model's argmax: deterministic proposals (speculative.h, Exactness).
+// model's argmax: deterministic proposals (speculative.h, Exactness). A draft whose LM head is cut
+// (--draft-vocab: rows narrower than the vocabulary) cannot propose the ids beyond it; where
+// prompt lookup (`set_lookup_beyond_head`) continues the text with such an id (an identifier of
+// the prompt, mostly), that id is the draft instead of the argmax.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <unordered_map>
 #include <vector>
 
@@ -32,6 +37,8 @@ class DraftModelProposer final : public Proposer {
   double seconds_per_token() const override { return pass_n_ > 0 ? pass_s_ : -1.0; }
   Status propose(std::span<DraftRequest> requests) override;
   void forget(RequestId id) override;
+  // Prompt lookup with n-grams of 2 to max_ngram tokens for the ids a cut head cannot propose.
+  void set_lookup_beyond_head(int32_t max_ngram) { lookup_.emplace(max_ngram, std::min(2, max_ngram)); }
 
   const BlockManager& blocks() const { return blocks_; }
   std::vector<int32_t> cached_tokens(RequestId id) const;  // the tokens of `id` in the draft's cache
@@ -44,6 +51,8 @@ class DraftModelProposer final : public Proposer {
   double pass_s_ = 0;     // seconds per decode batch after the catch-up (a draft token)
   int64_t pass_n_ = 0;
   std::unordered_map<RequestId, std::vector<int32_t>> cached_;  // tokens whose K/V the cache holds
+  std::optional<NgramProposer> lookup_;
+  std::vector<int32_t> text_, found_;  // lookup's scratch: a request's tokens and drafts so far
 };
 
 }  // namespace ggflow::serving

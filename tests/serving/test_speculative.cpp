@@ -338,6 +338,40 @@ TEST(Speculative, AdaptiveSpeculationShrinksAsTheBatchGrows) {
   h.run();
 }
 
+// A draft whose LM head is cut to `width` rows that always ranks id 1 first.
+class CutHeadRunner : public ggflow::runtime::BatchRunner {
+ public:
+  explicit CutHeadRunner(int64_t width) : width_(width) {}
+  ggflow::Result<ggflow::runtime::LogitsRows> forward(const ggflow::runtime::ScheduledBatch& b) override {
+    rows_.assign(b.sampled_tokens_indices.size() * size_t(width_), 0.0f);
+    for (size_t r = 0; r < b.sampled_tokens_indices.size(); ++r) rows_[r * size_t(width_) + 1] = 1.0f;
+    return ggflow::runtime::LogitsRows{width_, rows_};
+  }
+
+ private:
+  int64_t width_;
+  std::vector<float> rows_;
+};
+
+TEST(DraftModelProposer, LookupGivesTheIdsACutHeadCannotPropose) {
+  // "7 900 8 ... 7" : lookup continues with 900, beyond a 64-row head; then with 8, inside it.
+  const std::vector<int32_t> seq = {3, 7, 900, 8, 5, 6, 3, 7};
+  for (bool fill : {false, true}) {
+    CutHeadRunner runner(64);
+    DraftModelProposer p(runner, 16, 0.3);
+    if (fill) p.set_lookup_beyond_head(3);
+    std::vector<int32_t> draft;
+    std::vector<DraftRequest> reqs = {{1, seq, 3, &draft}};
+    ASSERT_TRUE(p.propose(reqs).ok());
+    // The head's argmax (1) where lookup has nothing beyond the head to offer.
+    EXPECT_EQ(draft, fill ? std::vector<int32_t>({900, 1, 1}) : std::vector<int32_t>({1, 1, 1}));
+    // The draft's cache holds what it ran on: the prompt and the drafts but the last.
+    std::vector<int32_t> want = seq;
+    want.insert(want.end(), draft.begin(), draft.end() - 1);
+    EXPECT_EQ(p.cached_tokens(1), want);
+  }
+}
+
 TEST(DraftModelProposer, ProposesTheDraftModelsGreedyTokensAndRollsBack) {
   // The draft model is a second fake model: the target's logits with every 3rd row perturbed, so
   // some drafts are rejected. Target greedy output must equal plain decoding.
