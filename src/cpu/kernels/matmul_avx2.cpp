@@ -42,7 +42,7 @@ struct Rows8 {
   const uint8_t* pf_end;
   int per;
   void prefetch_step() const {
-    for (int i = 0; i < per && pf < pf_end; ++i, pf += 64) _mm_prefetch(reinterpret_cast<const char*>(pf), _MM_HINT_T0);
+    for (int i = 0; i < per && pf < pf_end; ++i, pf += 64) _mm_prefetch(reinterpret_cast<const char*>(pf), _MM_HINT_T1);
   }
 };
 

@@ -55,7 +55,7 @@ struct Prefetch {
   int per;
   SidePrefetch* side;
   void step() {
-    for (int i = 0; i < per && p < end; ++i, p += 64) _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0);
+    for (int i = 0; i < per && p < end; ++i, p += 64) _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T1);
     if (!side->empty()) side_prefetch_step(*side, kSideLines);
   }
 };
