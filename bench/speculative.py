@@ -3,7 +3,8 @@
 llama.cpp's speculative example (llama-speculative) with the same target and draft, on a prompt set.
 
     bench/speculative.py [--ggflow build/ggflow] [--llama-speculative PATH] [-t 2] [-n 128] [--rounds 3]
-                         [--prompts bench/spec_prompts.json] [--lookup 3] [--draft-vocab 16384] TARGET.gguf DRAFT.gguf
+                         [--prompts bench/spec_prompts.json] [--lookup 3] [--draft-vocab 16384] [--draft-quant q4_0]
+                         TARGET.gguf DRAFT.gguf
 
 Single stream, greedy, 2 threads by default; every figure is decode tokens/s summed over the
 prompts (the tokens after the first / their time; prompt processing is not counted), the median
@@ -13,7 +14,11 @@ checks that every speculative answer equals the plain one. llama-speculative get
 rendered by the target's chat template (`ggflow template`), the same draft file, -n tokens,
 greedy sampling, its default draft settings (--llama-draft-max 3 tokens per step: its best of 3, 8
 and 16 on these files) and the same thread count for both models. ggflow's draft has its LM head
-cut to the first --draft-vocab rows (prompt lookup gives the ids beyond; answers stay the target's).
+cut to the first --draft-vocab rows (prompt lookup gives the ids beyond; answers stay the target's)
+and its matrices requantized at load to --draft-quant (q4_0; "none" keeps the file's types);
+llama-speculative then drafts with the same weights: the draft requantized by llama-quantize to
+Q4_0 (bit for bit what ggflow's --draft-quant makes: python/check_dequant.py --to q4_0), its LM head
+whole (it has no cut).
 The table also gives the acceptance rates,
 the tokens per target pass, and the roofline of plain decode: read bandwidth (build/bench/
 matmul_kernels bandwidth) / the target's file size, the tokens/s a one-token step cannot pass.
@@ -47,7 +52,17 @@ def ggflow_bench(a, flags):
     return {r["mode"]: r for r in json.loads(out)}
 
 
-def llama_speculative(a, bin_, prompts):
+def llama_draft(a, bin_, tmp):
+    """The draft file llama-speculative gets: ggflow's draft weights (--draft-quant) as a file."""
+    if a.draft_quant == "none":
+        return a.draft
+    out = str(Path(tmp) / "draft-q4_0.gguf")
+    subprocess.run([str(Path(bin_).parent / "llama-quantize"), "--allow-requantize", a.draft, out, "q4_0"],
+                   check=True, capture_output=True)
+    return out
+
+
+def llama_speculative(a, bin_, prompts, draft):
     tokens = seconds = drafted = accepted = 0
     for p in prompts:
         with tempfile.NamedTemporaryFile("w", suffix=".json") as f:
@@ -55,7 +70,7 @@ def llama_speculative(a, bin_, prompts):
             f.flush()
             text = subprocess.run([a.ggflow, "template", "-m", a.target, "--messages", f.name, "--add-generation-prompt"],
                                   check=True, capture_output=True, text=True).stdout
-        cmd = [bin_, "-m", a.target, "-md", a.draft, "-p", text, "-n", str(a.n), "-t", str(a.threads), "-td",
+        cmd = [bin_, "-m", a.target, "-md", draft, "-p", text, "-n", str(a.n), "-t", str(a.threads), "-td",
                str(a.threads), "--temp", "0", "--top-k", "1", "-c", "4096", "--seed", "1", "--spec-draft-n-max", str(a.llama_draft_max)]
         p = subprocess.run(cmd, capture_output=True, text=True)
         log = p.stdout + p.stderr
@@ -82,6 +97,8 @@ def main():
     ap.add_argument("--draft-max", type=int, default=8, help="ggflow: draft tokens per step at most (its default)")
     ap.add_argument("--draft-vocab", type=int, default=16384,
                     help="ggflow: the draft's LM head cut to its first N rows (0: all)")
+    ap.add_argument("--draft-quant", default="q4_0", choices=["q4_0", "none"],
+                    help="ggflow: the draft's matrices requantized at load (llama.cpp gets the same weights as a file)")
     ap.add_argument("--llama-draft-max", type=int, default=3,
                     help="llama-speculative --spec-draft-n-max (its default, 3, was its best of 3, 8, 16 here)")
     ap.add_argument("--prompts", default=str(ROOT / "bench" / "spec_prompts.json"))
@@ -93,12 +110,16 @@ def main():
     bin_ = None if a.no_llama else llama_speculative_path(a.llama_speculative)
     rows = {k: [] for k in ("plain (lookup run)", "lookup", "plain (draft run)", "draft", "llama.cpp speculative")}
     stats = {"lookup": [0, 0, []], "draft": [0, 0, []], "llama.cpp speculative": [0, 0, []]}
+    tmp = tempfile.TemporaryDirectory()
+    llama_draft_file = llama_draft(a, bin_, tmp.name) if bin_ else None
     for r in range(a.rounds):
         print(f"round {r + 1}/{a.rounds}", file=sys.stderr)
         lk = ggflow_bench(a, ["--lookup", str(a.lookup)])
         rows["plain (lookup run)"].append(lk["plain"]["avg_ts"])
         rows["lookup"].append(lk["lookup"]["avg_ts"])
-        dr = ggflow_bench(a, ["--draft-model", a.draft, "--spec-tokens", str(a.draft_max), "--draft-vocab", str(a.draft_vocab)])
+        quant = [] if a.draft_quant == "none" else ["--draft-quant", a.draft_quant]
+        dr = ggflow_bench(a, ["--draft-model", a.draft, "--spec-tokens", str(a.draft_max), "--draft-vocab", str(a.draft_vocab),
+                              *quant])
         rows["plain (draft run)"].append(dr["plain"]["avg_ts"])
         rows["draft"].append(dr["draft"]["avg_ts"])
         for mode, rec in (("lookup", lk["lookup"]), ("draft", dr["draft"])):
@@ -106,7 +127,7 @@ def main():
             stats[mode][1] += rec["accepted_tokens"]
             stats[mode][2].append(rec["tokens_per_step"])
         if bin_:
-            ts, drafted, accepted = llama_speculative(a, bin_, prompts)
+            ts, drafted, accepted = llama_speculative(a, bin_, prompts, llama_draft_file)
             rows["llama.cpp speculative"].append(ts)
             stats["llama.cpp speculative"][0] += drafted
             stats["llama.cpp speculative"][1] += accepted

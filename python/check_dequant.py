@@ -3,9 +3,13 @@
 
     check_dequant.py --ggflow build/ggflow FILE.gguf [...]   every tensor of each file
     check_dequant.py --ggflow build/ggflow --random          random blocks of every type
+    check_dequant.py --ggflow build/ggflow --to q4_0 FILE.gguf [...]
 
 `ggflow dequant FILE` streams every dequantizable tensor as raw f32 in file order; this script
-dequantizes the same tensors with gguf.quants.dequantize and compares the bytes. Exit 0 when all
+dequantizes the same tensors with gguf.quants.dequantize and compares the bytes. With --to,
+`ggflow dequant --to TYPE` streams each tensor whose rows are whole 32-value blocks requantized
+(a draft model's matrices under --draft-quant), compared with gguf.quants.quantize of the gguf
+package's dequantization (the bytes llama-quantize writes for that type). Exit 0 when all
 match, 1 on a mismatch, 77 (ctest's skip code) when a model file is absent.
 """
 import argparse
@@ -22,6 +26,33 @@ from gguf import GGMLQuantizationType as Q
 
 SUPPORTED = {Q.F32, Q.F16, Q.BF16, Q.Q4_0, Q.Q4_1, Q.Q5_0, Q.Q5_1, Q.Q8_0,
              Q.Q2_K, Q.Q3_K, Q.Q4_K, Q.Q5_K, Q.Q6_K}
+
+
+def check_requant(ggflow: str, path: Path, to: str) -> int:
+    reader = gguf.GGUFReader(path)
+    qt = {"q4_0": Q.Q4_0}[to]
+    proc = subprocess.Popen([ggflow, "dequant", str(path), "--to", to], stdout=subprocess.PIPE)
+    failures, checked = 0, 0
+    for t in reader.tensors:
+        if t.tensor_type not in SUPPORTED or int(t.shape[0]) % 32 != 0:
+            continue
+        vals = np.ascontiguousarray(gguf.quants.dequantize(t.data, t.tensor_type), dtype=np.float32).reshape(-1, 32)
+        want = np.asarray(gguf.quants.quantize(vals, qt)).view(np.uint8).reshape(-1)
+        got = np.frombuffer(proc.stdout.read(want.size), dtype=np.uint8)
+        checked += 1
+        if not np.array_equal(got, want):
+            _, size = gguf.GGML_QUANT_SIZES[qt]
+            bad = np.nonzero((got.reshape(-1, size) != want.reshape(-1, size)).any(axis=1))[0] if got.size == want.size else []
+            print(f"MISMATCH {path.name}:{t.name} ({t.tensor_type.name} -> {qt.name}): "
+                  f"{len(bad)} of {want.size // size} blocks differ; first {bad[0] if len(bad) else '?'}")
+            failures += 1
+    rest = proc.stdout.read()
+    rc = proc.wait()
+    if rc != 0 or rest:
+        print(f"ggflow dequant --to {to} exited {rc} with {len(rest)} unexpected bytes left")
+        failures += 1
+    print(f"{path.name} -> {to}: {checked - failures} tensors identical, {failures} failed")
+    return failures
 
 
 def check_file(ggflow: str, path: Path) -> int:
@@ -77,6 +108,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--ggflow", required=True)
     ap.add_argument("--random", action="store_true")
+    ap.add_argument("--to", choices=["q4_0"], help="check requantization to this type instead")
     ap.add_argument("files", nargs="*", type=Path)
     args = ap.parse_args()
     failures = 0
@@ -90,7 +122,7 @@ def main() -> int:
                 return 1
             print(f"SKIP: {f} is not available (see models/*.missing; run scripts/setup.sh)")
             return 77
-        failures += check_file(args.ggflow, f)
+        failures += check_requant(args.ggflow, f, args.to) if args.to else check_file(args.ggflow, f)
     return 1 if failures else 0
 
 

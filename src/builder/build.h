@@ -22,6 +22,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -51,6 +52,12 @@ struct BuildOptions {
   // frequent tokens first, and the head is a large share of a small model's bytes per token
   // (Qwen2.5 0.5B: 136 of 491 MB). 0 or >= the vocabulary: every row.
   int64_t logit_rows = 0;
+  // Where set (Q4_0 only): every matrix but the LM head (output.weight, or token_embd where the
+  // model ties them) whose rows are whole 32-value blocks is requantized at load to this type, the
+  // bytes llama-quantize --type q4_0 writes (gguf/quantize.h). For a draft model, whose answers
+  // only decide how many drafts the target accepts: Qwen2.5 0.5B Q4_K_M's Q5_0 / Q6_K / Q8_0
+  // matrices are 5.5-8.5 bits per weight, Q4_0's 4.5, and a draft token reads them all.
+  std::optional<gguf::GgmlType> requant = std::nullopt;
 };
 
 struct BuiltModel {

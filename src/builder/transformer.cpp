@@ -30,6 +30,7 @@
 
 #include "builder/build.h"
 #include "gguf/dequant.h"
+#include "gguf/quantize.h"
 
 namespace ggflow::builder {
 
@@ -78,9 +79,21 @@ class Builder {
                         "ggflow reads weights in F32, F16, BF16, Q4_0, Q4_1, Q5_0, Q5_1, Q8_0 and Q2_K..Q6_K; "
                         "re-quantize the model to one of them");
     used_.insert(name);
-    const int w = g_.weight(*t, f_.tensor_data(*t));
-    if (n_dims == 2) add_lora_halves(name, w);
-    return w;
+    auto w = file_weight(*t, n_dims);
+    if (!w) return w.error();
+    if (n_dims == 2) add_lora_halves(name, *w);
+    return *w;
+  }
+  // The graph's node for a checked weight: the file's bytes, or a requantized copy (BuildOptions::requant).
+  Result<int> file_weight(const gguf::TensorInfo& t, int n_dims) {
+    const bool head = t.name == "output.weight" || (t.name == "token_embd.weight" && !has("output.weight"));
+    if (!opt_.requant || n_dims != 2 || head || t.type == *opt_.requant || t.ne[0] % 32 != 0)
+      return g_.weight(t, f_.tensor_data(t));
+    auto q = gguf::requantize(t.type, f_.tensor_data(t), t.n_elements, *opt_.requant);
+    if (!q) return make_error("cannot requantize '" + std::string(t.name) + "': " + q.error().what, q.error().hint);
+    auto bytes = std::make_shared<const std::vector<uint8_t>>(std::move(*q));
+    const Ne ne{Ext(static_cast<int64_t>(t.ne[0])), Ext(static_cast<int64_t>(t.ne[1])), Ext(1), Ext(1)};
+    return g_.weight(std::string(t.name), *opt_.requant, ne, 2, std::span<const uint8_t>(*bytes), bytes);
   }
   bool has(const std::string& name) const { return f_.find_tensor(name) != nullptr; }
 

@@ -241,6 +241,7 @@ void add(CLI::App& app, int& rc) {
   cmd->add_option("--lookup", o->spec.lookup, "speculative decoding with prompt lookup (n-grams of 2 to N tokens) on --prompts");
   cmd->add_option("--spec-tokens", o->spec.num_spec_tokens, "draft tokens per step at most (default: 8 draft model, 7 lookup)");
   cmd->add_option("--draft-vocab", o->spec.draft_vocab, "speculative decoding: the draft model's LM head cut to its first N rows (prompt lookup gives the ids beyond; default 0: all)");
+  cmd->add_option("--draft-quant", o->spec.draft_quant, "speculative decoding: q4_0 requantizes the draft model's matrices at load (fewer bytes per draft token; answers unchanged; default: the file's types)");
   cmd->add_flag("--no-adaptive", [o](int64_t) { o->spec.adaptive = false; }, "always ask for --spec-tokens drafts");
   cmd->add_option("--prompts", o->prompts, "speculative: a JSON array of {name, content} chat prompts");
   cmd->callback([o, &rc] {

@@ -260,6 +260,7 @@ void add(CLI::App& app, int& rc) {
   cmd->add_option("--lookup", o->spec.lookup, "speculative decoding: prompt lookup with n-grams of 2 to N tokens (paged; 3 is typical)");
   cmd->add_option("--spec-tokens", o->spec.num_spec_tokens, "speculative decoding: draft tokens per step at most (default: 8 draft model, 7 lookup)");
   cmd->add_option("--draft-vocab", o->spec.draft_vocab, "speculative decoding: the draft model's LM head cut to its first N rows (prompt lookup gives the ids beyond; default 0: all)");
+  cmd->add_option("--draft-quant", o->spec.draft_quant, "speculative decoding: q4_0 requantizes the draft model's matrices at load (fewer bytes per draft token; answers unchanged; default: the file's types)");
   cmd->add_option("--dump-logits", o->dump, "greedy: write the logits of each generated token (raw f32 [n, n_vocab])");
   cmd->add_flag("--no-flash-attn", o->no_fa, "with --tokens: attention as MUL_MAT + SOFT_MAX instead of FLASH_ATTN_EXT");
   cmd->add_flag("--timing", o->timing, "with --tokens: print the time taken on stderr");

@@ -342,6 +342,7 @@ void add(CLI::App& app, int& rc) {
                   "LoRA adapters served as models of their own: NAME=FILE or NAME=FILE:SCALE (several); a request's \"model\": NAME runs the model with that adapter");
   cmd->add_option("--spec-tokens", o->spec.num_spec_tokens, "speculative decoding: draft tokens per sequence and step at most (default: 8 draft model, 7 lookup)");
   cmd->add_option("--draft-vocab", o->spec.draft_vocab, "speculative decoding: the draft model's LM head cut to its first N rows (prompt lookup gives the ids beyond; default 0: all)");
+  cmd->add_option("--draft-quant", o->spec.draft_quant, "speculative decoding: q4_0 requantizes the draft model's matrices at load (fewer bytes per draft token; answers unchanged; default: the file's types)");
   cmd->callback([o, &rc] {
     warn_threads("serve", o->threads);
     if (auto s = o->spec.validate(); !s) {

@@ -29,6 +29,11 @@ Status SpeculativeOptions::validate() const {
                       "the draft proposes token ids below N (e.g. 32768); 0 keeps the whole vocabulary");
   if (draft_vocab > 0 && draft_model.empty())
     return make_error("--draft-vocab needs a draft model", "add --draft-model FILE, or drop --draft-vocab");
+  if (!draft_quant.empty() && draft_quant != "q4_0")
+    return make_error("--draft-quant " + draft_quant + " is not a type ggflow requantizes a draft to",
+                      "use --draft-quant q4_0, or leave it out to keep the file's types");
+  if (!draft_quant.empty() && draft_model.empty())
+    return make_error("--draft-quant needs a draft model", "add --draft-model FILE, or drop --draft-quant");
   if (num_spec_tokens > 0 && !enabled())
     return make_error("--spec-tokens needs a proposer", "add --draft-model FILE or --lookup N");
   return {};
@@ -64,7 +69,9 @@ Result<std::unique_ptr<Speculation>> Speculation::create(const runtime::ModelFil
     sp->config.num_spec_tokens = spec.num_spec_tokens > 0 ? spec.num_spec_tokens : kLookupDefaultK;
     return sp;
   }
-  auto draft = runtime::ModelFile::open(spec.draft_model, builder::BuildOptions{.logit_rows = spec.draft_vocab});
+  builder::BuildOptions bo{.logit_rows = spec.draft_vocab};
+  if (spec.draft_quant == "q4_0") bo.requant = gguf::GgmlType::Q4_0;
+  auto draft = runtime::ModelFile::open(spec.draft_model, bo);
   if (!draft) return make_error("cannot open the draft model: " + draft.error().what, draft.error().hint);
   if (auto s = check_draft_vocabulary(target, **draft); !s) return s.error();
   auto runner = runtime::PagedRunner::create(**draft, num_blocks, options);

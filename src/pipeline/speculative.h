@@ -21,6 +21,9 @@ struct SpeculativeOptions {
   // The draft model's LM head is cut to this many rows (BuildOptions::logit_rows): it proposes ids
   // below it, and prompt lookup the ids beyond where the text repeats; 0: the whole vocabulary.
   int64_t draft_vocab = 0;
+  // "q4_0": the draft's matrices requantized at load (BuildOptions::requant): fewer bytes per
+  // draft token, a few more rejected drafts; "": the file's types.
+  std::string draft_quant;
   bool adaptive = true;         // false: always ask for num_spec_tokens (benchmarks of a fixed k)
   bool enabled() const { return !draft_model.empty() || lookup > 0; }
   // Errors: both proposers, or a k or n-gram length out of range.

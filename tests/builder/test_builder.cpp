@@ -303,5 +303,48 @@ TEST(Builder, Gemma3LayersAndRopeBases) {
   EXPECT_NE(m->graph.find("self_kq_mask_swa"), nullptr);
 }
 
+
+// BuildOptions::requant: every matrix but the LM head becomes Q4_0 (the bytes themselves are
+// checked against the gguf package by python/check_dequant.py --to q4_0); norms stay f32.
+TEST(Builder, RequantLeavesTheHeadAndTheNormsAlone) {
+  struct Case {
+    std::string file, head;
+  };
+  for (const Case& c : {Case{"gemma3-270m-q4_k_m.gguf", "token_embd.weight"},  // tied: the embedding is the head
+                        Case{"qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", "output.weight"}}) {
+    SCOPED_TRACE(c.file);
+    const std::string path = std::string(GGFLOW_ROOT) + "/models/" + c.file;
+    GGFLOW_REQUIRE_FILE(path, ::ggflow::testing::cat(path, " is missing (make models)"));
+    auto f = gguf::File::open(path);
+    ASSERT_TRUE(f) << f.error().str();
+    auto m = build(*f, BuildOptions{.requant = gguf::GgmlType::Q4_0});
+    ASSERT_TRUE(m) << m.error().str();
+    int requantized = 0, kept = 0;
+    for (const auto& t : m->graph.tensors()) {
+      if (t.leaf != frontend::LeafKind::weight) continue;
+      const gguf::TensorInfo* info = f->find_tensor(t.name);
+      ASSERT_NE(info, nullptr) << t.name;
+      if (t.n_dims == 1 || t.name == c.head) {
+        EXPECT_EQ(t.type, info->type) << t.name;
+        EXPECT_EQ(t.data.data(), f->tensor_data(*info).data()) << t.name << ": not the file's bytes";
+        ++kept;
+        continue;
+      }
+      EXPECT_EQ(t.type, gguf::GgmlType::Q4_0) << t.name;
+      EXPECT_EQ(t.data.size(), info->n_elements / 32 * 18) << t.name;
+      requantized += info->type != gguf::GgmlType::Q4_0;
+    }
+    EXPECT_GT(requantized, 100);
+    EXPECT_GT(kept, 20);
+  }
+  // Only Q4_0 is offered.
+  auto f = gguf::File::open(std::string(GGFLOW_ROOT) + "/models/gemma3-270m-q4_k_m.gguf");
+  ASSERT_TRUE(f);
+  auto bad = build(*f, BuildOptions{.requant = gguf::GgmlType::Q5_1});
+  ASSERT_FALSE(bad);
+  EXPECT_NE(bad.error().what.find("requantiz"), std::string::npos) << bad.error().str();
+  EXPECT_NE(bad.error().hint.find("q4_0"), std::string::npos) << bad.error().str();
+}
+
 }  // namespace
 }  // namespace ggflow::builder

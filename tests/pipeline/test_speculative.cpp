@@ -213,6 +213,10 @@ TEST(SpeculativeModels, SmolLM2AsItsOwnDraftEqualsPlainGreedy) {
   SpeculativeOptions cut = draft(kSmol, 4);
   cut.draft_vocab = 4096;
   check_model(kSmol, cut, 32, 2, {transforms::Layout::paged}, {2});
+  // The draft's Q4_1 matrices requantized to Q4_0 (--draft-quant): another draft, the same output.
+  SpeculativeOptions q4 = draft(kSmol, 4);
+  q4.draft_quant = "q4_0";
+  check_model(kSmol, q4, 32, 2, {transforms::Layout::paged}, {2});
 }
 
 TEST(SpeculativeModels, Qwen05BLookupEqualsPlainGreedy) {
@@ -224,6 +228,11 @@ TEST(SpeculativeModels, Qwen15BWithTheHalfBDraftEqualsPlainGreedy) {
   GGFLOW_REQUIRE_FILE(kQwen15, "models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf (make models)");
   GGFLOW_REQUIRE_FILE(kQwen05, "models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf (make models)");
   check_model(kQwen15, draft(kQwen05, 4), 16, 2, {transforms::Layout::paged}, {2});
+  // As make bench-speculative runs it: the draft's head cut, its matrices requantized to Q4_0.
+  SpeculativeOptions bench = draft(kQwen05, 4);
+  bench.draft_vocab = 16384;
+  bench.draft_quant = "q4_0";
+  check_model(kQwen15, bench, 16, 2, {transforms::Layout::paged}, {2});
 }
 
 TEST(SpeculativeModels, DraftOfAnotherVocabularyIsRefused) {
@@ -253,6 +262,17 @@ TEST(SpeculativeModels, DraftOfAnotherVocabularyIsRefused) {
   auto p5 = ContinuousBatchingPipeline::open(**file, cfg, {}, lonely);
   ASSERT_FALSE(p5.ok());
   EXPECT_NE(p5.error().what.find("needs a draft model"), std::string::npos) << p5.error().str();
+  SpeculativeOptions q5 = draft(kSmol, 4);
+  q5.draft_quant = "q5_1";
+  auto p6 = ContinuousBatchingPipeline::open(**file, cfg, {}, q5);
+  ASSERT_FALSE(p6.ok());
+  EXPECT_NE(p6.error().what.find("--draft-quant q5_1"), std::string::npos) << p6.error().str();
+  EXPECT_NE(p6.error().hint.find("q4_0"), std::string::npos) << p6.error().str();
+  SpeculativeOptions quant_alone = lookup(3, 4);
+  quant_alone.draft_quant = "q4_0";
+  auto p7 = ContinuousBatchingPipeline::open(**file, cfg, {}, quant_alone);
+  ASSERT_FALSE(p7.ok());
+  EXPECT_NE(p7.error().what.find("needs a draft model"), std::string::npos) << p7.error().str();
   auto p3 = ContinuousBatchingPipeline::open(**file, cfg, {}, draft("/nonexistent.gguf", 4));
   ASSERT_FALSE(p3.ok());
   EXPECT_NE(p3.error().what.find("draft model"), std::string::npos) << p3.error().str();
