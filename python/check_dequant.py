@@ -28,6 +28,17 @@ SUPPORTED = {Q.F32, Q.F16, Q.BF16, Q.Q4_0, Q.Q4_1, Q.Q5_0, Q.Q5_1, Q.Q8_0,
              Q.Q2_K, Q.Q3_K, Q.Q4_K, Q.Q5_K, Q.Q6_K}
 
 
+def end_of_stream(proc, label: str, checked: int, failures: int) -> int:
+    """The stream must end where the tensors do, and ggflow exit 0; prints the summary."""
+    rest = proc.stdout.read()
+    rc = proc.wait()
+    if rc != 0 or rest:
+        print(f"ggflow dequant exited {rc} with {len(rest)} unexpected bytes left")
+        failures += 1
+    print(f"{label}: {checked - failures} tensors identical, {failures} failed")
+    return failures
+
+
 def check_requant(ggflow: str, path: Path, to: str) -> int:
     reader = gguf.GGUFReader(path)
     qt = {"q4_0": Q.Q4_0}[to]
@@ -46,13 +57,7 @@ def check_requant(ggflow: str, path: Path, to: str) -> int:
             print(f"MISMATCH {path.name}:{t.name} ({t.tensor_type.name} -> {qt.name}): "
                   f"{len(bad)} of {want.size // size} blocks differ; first {bad[0] if len(bad) else '?'}")
             failures += 1
-    rest = proc.stdout.read()
-    rc = proc.wait()
-    if rc != 0 or rest:
-        print(f"ggflow dequant --to {to} exited {rc} with {len(rest)} unexpected bytes left")
-        failures += 1
-    print(f"{path.name} -> {to}: {checked - failures} tensors identical, {failures} failed")
-    return failures
+    return end_of_stream(proc, f"{path.name} -> {to}", checked, failures)
 
 
 def check_file(ggflow: str, path: Path) -> int:
@@ -72,13 +77,7 @@ def check_file(ggflow: str, path: Path) -> int:
                   f"{len(bad)} of {want.size} differ; first at {first}: "
                   f"ggflow {got[first] if first >= 0 else '?'} gguf {want[first] if first >= 0 else '?'}")
             failures += 1
-    rest = proc.stdout.read()
-    rc = proc.wait()
-    if rc != 0 or rest:
-        print(f"ggflow dequant exited {rc} with {len(rest)} unexpected bytes left")
-        failures += 1
-    print(f"{path.name}: {checked - failures} tensors identical, {failures} failed")
-    return failures
+    return end_of_stream(proc, path.name, checked, failures)
 
 
 def random_file(dir: Path) -> Path:
