@@ -119,7 +119,7 @@ bool packed_layout(GgmlType t) {
 
 bool packed_supports(Isa isa, GgmlType t) {
   Parts p;
-  return (isa == Isa::avx512 && packed_layout(t)) || (isa == Isa::avx2 && (parts_of(t, &p) || t == GgmlType::Q4_K));
+  return (isa == Isa::avx512 && packed_layout(t)) || (isa == Isa::avx2 && (parts_of(t, &p) || t == GgmlType::Q4_K || t == GgmlType::Q6_K));
 }
 
 size_t packed_bytes(GgmlType t, int64_t N, int64_t K) {

@@ -50,8 +50,8 @@ namespace ggflow::cpu {
 constexpr int64_t kPackRows = 16;
 
 // True when `wtype` has a packed layout and a packed kernel on `isa` faster than matmul's
-// (AVX-512: every packed type; AVX2: the 32-element blocks and Q4_K, whose 8-row halves of a group
-// it reads as lanes = rows; Q6_K stays in the GGUF layout there).
+// (AVX-512: every packed type; AVX2: every packed type too, reading a group's 8-row halves as
+// lanes = rows).
 bool packed_supports(Isa isa, gguf::GgmlType wtype);
 // True when `wtype` has a packed layout at all (any ISA runs it, the scalar one through the twin).
 bool packed_layout(gguf::GgmlType wtype);

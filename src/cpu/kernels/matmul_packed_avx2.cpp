@@ -1,5 +1,5 @@
 // AVX2 + FMA + F16C matmul over packed weights (layout in matmul_packed.h) for the 32-element
-// blocks (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) and Q4_K (below), bit for bit the scalar twin of matmul.h. A 16-row group
+// blocks (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) and Q4_K and Q6_K (below), bit for bit the scalar twin of matmul.h. A 16-row group
 // is taken as two halves of 8 rows: in each packed field and code chunk a half's rows are 16 or 32
 // contiguous bytes, so one register holds the 8 rows' dword of a chunk (lane r = row 8h + r) and
 // one vcvtph2ps their scales. Without VNNI a lane's 4-element sum is vpmaddubsw against the
@@ -348,22 +348,99 @@ void tile_q4k(const uint8_t* G, int h, int64_t nb, const uint8_t* X, size_t xrb,
   for (int t = 0; t < TT; ++t) _mm256_maskstore_ps(C + t * ldc, mask, acc[t]);
 }
 
-void gemm_q4k(const uint8_t* P, int64_t K, const uint8_t* X, size_t xrb, int64_t T, float* C, int64_t ldc, int64_t n0,
-              int64_t n1) {
+// ================================ Q6_K ================================
+// A packed Q6_K group block (3360 bytes, matmul_packed.h): d[16] @0, scale pairs @32 + 32p (row r:
+// int8 scales 2p, 2p+1 at +2r), ql dword c = 16g + i @288 + 64c (low nibbles: elements 128g + 4i..,
+// high: 128g + 64 + 4i..), qh dword 8g + i @2336 + 64(8g + i); half h's 8 rows at +16h (d, scale
+// pairs) or +32h (dwords). A code (0..63: low nibble | 2 high bits << 4) goes through vpmaddubsw
+// against the activation dword; a sub-block (16 elements, 4 dwords) is two int16 sums of two
+// dwords each (<= 2 * 2 * 63 * 128 = 32256), each one vpmaddwd against (sc_j, sc_j) into isum.
+// The offset -32: isum -= 32 * sum_j sc_j * bsums[j] (vpmaddwd of the scale pairs against the
+// bsums dword p); then the twin's acc = fma(d * da, (float)isum, acc).
+constexpr size_t kQ6kBytes = 16 * 210;
+
+// Bits 2s, 2s+1 of every byte moved to bits 4, 5 (16-bit shifts; what crosses a byte lands
+// outside 0x30 and is masked away), then code = (a & 0x0F) | (that & 0x30).
+template <int s>
+inline __m256i q6_code(__m256i a, __m256i QH, __m256i m0f, __m256i m30) {
+  __m256i hb = QH;
+  if constexpr (s == 0) hb = _mm256_slli_epi16(QH, 4);
+  if constexpr (s == 1) hb = _mm256_slli_epi16(QH, 2);
+  if constexpr (s == 3) hb = _mm256_srli_epi16(QH, 2);
+  return _mm256_or_si256(_mm256_and_si256(a, m0f), _mm256_and_si256(hb, m30));
+}
+// The int8 scales of sub-blocks 2p and 2p+1 of half h's lanes as int16 pairs.
+inline __m256i q6k_pairs(const uint8_t* p, int h, int pr) {
+  return _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 32 + 32 * pr + 16 * h)));
+}
+// Sub-block j's scale of each lane in both int16 halves of its dword.
+inline __m256i q6k_scale16(const uint8_t* p, int h, int j) {
+  const __m256i pair = q6k_pairs(p, h, j / 2);
+  const __m256i v = j % 2 ? _mm256_srai_epi32(pair, 16) : _mm256_srai_epi32(_mm256_slli_epi32(pair, 16), 16);
+  return _mm256_or_si256(_mm256_and_si256(v, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(v, 16));
+}
+
+// TT tokens (<= 4) of half h, one sub-block at a time: each token keeps two int16 sums, isum and acc.
+template <int TT>
+void tile_q6k(const uint8_t* G, int h, int64_t nb, const uint8_t* X, size_t xrb, float* C, int64_t ldc, __m256i mask,
+              Prefetch pf) {
+  __m256 acc[TT];
+  for (int t = 0; t < TT; ++t) acc[t] = _mm256_setzero_ps();
+  const __m256i m0f = _mm256_set1_epi8(0x0F), m30 = _mm256_set1_epi8(0x30);
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* p = G + b * kQ6kBytes;
+    const uint8_t* a0 = X + b * sizeof(BlockQA256);
+    __m256i isum[TT];
+    for (int t = 0; t < TT; ++t) isum[t] = _mm256_setzero_si256();
+    for (int g = 0; g < 2; ++g)
+      for (int Q = 0; Q < 4; ++Q) {  // ql dwords 16g+4Q..: sub-blocks 8g+Q (low nibbles) and 8g+4+Q (high)
+        if (Q % 2 == 0) pf.step();
+        for (int hi = 0; hi < 2; ++hi) {
+          __m256i s0[TT], s1[TT];  // dwords 0-1 and 2-3 of the sub-block
+          for (int t = 0; t < TT; ++t) s0[t] = s1[t] = _mm256_setzero_si256();
+          for (int k = 0; k < 4; ++k) {
+            const int i = 4 * Q + k;
+            const __m256i raw = ld256(p + 288 + 64 * (16 * g + i) + 32 * h);
+            const __m256i QH = ld256(p + 2336 + 64 * (8 * g + i % 8) + 32 * h);
+            const __m256i v = hi == 0 ? (Q < 2 ? q6_code<0>(raw, QH, m0f, m30) : q6_code<1>(raw, QH, m0f, m30))
+                                      : (Q < 2 ? q6_code<2>(_mm256_srli_epi16(raw, 4), QH, m0f, m30)
+                                               : q6_code<3>(_mm256_srli_epi16(raw, 4), QH, m0f, m30));
+            for (int t = 0; t < TT; ++t) {
+              __m256i& s = k < 2 ? s0[t] : s1[t];
+              s = _mm256_add_epi16(s, _mm256_maddubs_epi16(v, bcast(a0 + t * xrb + kQ + 128 * g + 64 * hi + 4 * i)));
+            }
+          }
+          const __m256i sc = q6k_scale16(p, h, 8 * g + 4 * hi + Q);
+          for (int t = 0; t < TT; ++t)
+            isum[t] = _mm256_add_epi32(isum[t], _mm256_add_epi32(_mm256_madd_epi16(s0[t], sc), _mm256_madd_epi16(s1[t], sc)));
+        }
+      }
+    __m256i corr[TT];
+    for (int t = 0; t < TT; ++t) corr[t] = _mm256_setzero_si256();
+    for (int pr = 0; pr < 8; ++pr) {
+      const __m256i pair = q6k_pairs(p, h, pr);
+      for (int t = 0; t < TT; ++t) corr[t] = _mm256_add_epi32(corr[t], _mm256_madd_epi16(pair, bcast(a0 + t * xrb + kBsums + 4 * pr)));
+    }
+    const __m256 D = half8(p + 16 * h);
+    for (int t = 0; t < TT; ++t) {
+      const __m256i is = _mm256_sub_epi32(isum[t], _mm256_slli_epi32(corr[t], 5));
+      acc[t] = _mm256_fmadd_ps(_mm256_mul_ps(D, _mm256_set1_ps(ldf(a0 + t * xrb))), _mm256_cvtepi32_ps(is), acc[t]);
+    }
+  }
+  for (int t = 0; t < TT; ++t) _mm256_maskstore_ps(C + t * ldc, mask, acc[t]);
+}
+
+using TileK = void (*)(const uint8_t*, int, int64_t, const uint8_t*, size_t, float*, int64_t, __m256i, Prefetch);
+
+// The super-block types: tiles[k] runs k+1 tokens (up to 4) of a half; 4 pf.step() per super-block.
+void gemm_k(const TileK* tiles, size_t block_bytes, const uint8_t* P, int64_t K, const uint8_t* X, size_t xrb, int64_t T,
+            float* C, int64_t ldc, int64_t n0, int64_t n1) {
   const int64_t nb = K / 256;
-  for_halves(P, static_cast<size_t>(nb) * kQ4kBytes, 4 * nb, C, n0, n1,  // pf.step: 4 per super-block
+  for_halves(P, static_cast<size_t>(nb) * block_bytes, 4 * nb, C, n0, n1,
              [&](const uint8_t* G, int h, __m256i mask, float* c0, Prefetch first, Prefetch later) {
-               for (int64_t t0 = 0; t0 < T; t0 += 4) {
-                 const Prefetch pf = t0 == 0 ? first : later;
-                 const uint8_t* x = X + t0 * xrb;
-                 float* c = c0 + t0 * ldc;
-                 switch (T - t0 < 4 ? T - t0 : 4) {
-                   case 1: tile_q4k<1>(G, h, nb, x, xrb, c, ldc, mask, pf); break;
-                   case 2: tile_q4k<2>(G, h, nb, x, xrb, c, ldc, mask, pf); break;
-                   case 3: tile_q4k<3>(G, h, nb, x, xrb, c, ldc, mask, pf); break;
-                   default: tile_q4k<4>(G, h, nb, x, xrb, c, ldc, mask, pf); break;
-                 }
-               }
+               for (int64_t t0 = 0; t0 < T; t0 += 4)
+                 tiles[(T - t0 < 4 ? T - t0 : 4) - 1](G, h, nb, X + t0 * xrb, xrb, c0 + t0 * ldc, ldc, mask,
+                                                      t0 == 0 ? first : later);
              });
 }
 
@@ -377,7 +454,16 @@ bool matmul_packed_avx2(GgmlType t, const uint8_t* P, int64_t K, const uint8_t* 
     case GgmlType::Q5_0: gemm<PQ5_0>(P, K, X, xrb, T, C, ldc, n0, n1); return true;
     case GgmlType::Q5_1: gemm<PQ5_1>(P, K, X, xrb, T, C, ldc, n0, n1); return true;
     case GgmlType::Q8_0: gemm<PQ8_0>(P, K, X, xrb, T, C, ldc, n0, n1); return true;
-    case GgmlType::Q4_K: gemm_q4k(P, K, X, xrb, T, C, ldc, n0, n1); return true;
+    case GgmlType::Q4_K: {
+      static constexpr TileK q4k[4] = {tile_q4k<1>, tile_q4k<2>, tile_q4k<3>, tile_q4k<4>};
+      gemm_k(q4k, kQ4kBytes, P, K, X, xrb, T, C, ldc, n0, n1);
+      return true;
+    }
+    case GgmlType::Q6_K: {
+      static constexpr TileK q6k[4] = {tile_q6k<1>, tile_q6k<2>, tile_q6k<3>, tile_q6k<4>};
+      gemm_k(q6k, kQ6kBytes, P, K, X, xrb, T, C, ldc, n0, n1);
+      return true;
+    }
     default: return false;
   }
 }
