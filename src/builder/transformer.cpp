@@ -86,8 +86,7 @@ class Builder {
   }
   // The graph's node for a checked weight: the file's bytes, or a requantized copy (BuildOptions::requant).
   Result<int> file_weight(const gguf::TensorInfo& t, int n_dims) {
-    const bool head = t.name == "output.weight" || (t.name == "token_embd.weight" && !has("output.weight"));
-    if (!opt_.requant || n_dims != 2 || head || t.type == *opt_.requant || t.ne[0] % 32 != 0)
+    if (!opt_.requant || n_dims != 2 || t.name == head_name() || t.type == *opt_.requant || t.ne[0] % 32 != 0)
       return g_.weight(t, f_.tensor_data(t));
     auto q = gguf::requantize(t.type, f_.tensor_data(t), t.n_elements, *opt_.requant);
     if (!q) return make_error("cannot requantize '" + std::string(t.name) + "': " + q.error().what, q.error().hint);
@@ -96,6 +95,8 @@ class Builder {
     return g_.weight(std::string(t.name), *opt_.requant, ne, 2, std::span<const uint8_t>(*bytes), bytes);
   }
   bool has(const std::string& name) const { return f_.find_tensor(name) != nullptr; }
+  // The LM head's tensor: output.weight, or the embedding where the model ties them.
+  std::string head_name() const { return has("output.weight") ? "output.weight" : "token_embd.weight"; }
 
   // The adapters' halves for the matrix `name` (graph id w), to be added by mm().
   void add_lora_halves(const std::string& name, int w) {
@@ -408,11 +409,11 @@ class Builder {
     auto onorm = weight("output_norm.weight", {E}, 1);
     if (!onorm) return onorm.error();
     int out = *tok_embd;
-    std::string out_name = "token_embd.weight";
-    if (has("output.weight")) {
+    const std::string out_name = head_name();
+    if (out_name == "output.weight") {
       auto w = weight("output.weight", {E, hp_.n_vocab}, 2);
       if (!w) return w.error();
-      out = *w, out_name = "output.weight";
+      out = *w;
     }
     if (opt_.logit_rows > 0 && opt_.logit_rows < hp_.n_vocab) {  // the head's first rows: a prefix of its bytes
       const gguf::TensorInfo& t = *f_.find_tensor(out_name);

@@ -1,8 +1,8 @@
 // Q8_0 and Q4_0 quantization (quantize.h): the specification; scalar, in the order the header gives.
 #include "gguf/quantize.h"
 
-#include <cmath>
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <string>
 
