@@ -13,7 +13,10 @@
 #include <cstdlib>
 #include <random>
 #include <string>
+#include <new>
 #include <vector>
+
+#include <sys/mman.h>
 
 #include "cpu/isa.h"
 #include "cpu/kernels/attention.h"
@@ -41,11 +44,32 @@ struct Heads {
   int64_t hk, hq, s;
 };
 
+// The caches' memory: 2 MiB-aligned and advised for transparent huge pages (as the runtime's KV
+// pool, ir::Tensor::reserve), so that "cold" measures DRAM, not page walks.
+template <class T>
+struct HugeAlloc {
+  using value_type = T;
+  HugeAlloc() = default;
+  template <class U>
+  HugeAlloc(const HugeAlloc<U>&) {}
+  T* allocate(size_t n) {
+    const size_t huge = size_t{2} << 20, bytes = (n * sizeof(T) + huge - 1) / huge * huge;
+    void* p = std::aligned_alloc(huge, bytes);
+    if (!p) throw std::bad_alloc();
+    if (!std::getenv("GGFLOW_BENCH_SMALL_PAGES")) (void)::madvise(p, bytes, MADV_HUGEPAGE);
+    return static_cast<T*>(p);
+  }
+  void deallocate(T* p, size_t) { std::free(p); }
+  bool operator==(const HugeAlloc&) const { return true; }
+};
+template <class T>
+using Vec = std::vector<T, HugeAlloc<T>>;
+
 // One layer's cache for B sequences of L keys each.
 struct Layer {
-  std::vector<float> k, v;
-  std::vector<uint16_t> k16, v16;
-  std::vector<uint8_t> k8, v8;
+  Vec<float> k, v;
+  Vec<uint16_t> k16, v16;
+  Vec<uint8_t> k8, v8;
   KvCache cache(Elem e, const Heads& h, int64_t floats) {
     KvCache c;
     c.num_blocks = floats / (h.hk * kKvBlock * h.s), c.kv_heads = h.hk, c.head_size = h.s, c.v_size = h.s;
@@ -68,7 +92,7 @@ void bench_decode(Isa isa, const Heads& h, int64_t B, int64_t L, Elem e) {
   for (Layer& l : ls) {
     for (auto* dst : {&l.k, &l.v}) {
       for (auto& x : tmp) x = nd(rng);
-      if (e == Elem::f32) *dst = tmp;
+      if (e == Elem::f32) dst->assign(tmp.begin(), tmp.end());
       if (e == Elem::f16) {
         auto& h16 = dst == &l.k ? l.k16 : l.v16;
         h16.resize(static_cast<size_t>(floats));

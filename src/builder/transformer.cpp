@@ -363,6 +363,9 @@ class Builder {
       int m = swa ? mask_swa : mask;
       int o;
       if (opt_.flash_attn) {
+        // a q8_0 cache reaches FLASH_ATTN_EXT as q8_0 keys (llama.cpp's view of its cache; exact:
+        // the rows were rounded through q8_0 when written), so its scores are q8_0 dot products
+        if (opt_.kv_type == gguf::GgmlType::Q8_0) K = g_.cast(K, gguf::GgmlType::Q8_0);
         o = g_.flash_attn_ext(Q, K, V, m, kq_scale, 0.0f, hp_.attn_softcap);  // [D, H, T]
       } else {
         int kq = g_.mul_mat(K, Q);                                      // [KV, T, H]

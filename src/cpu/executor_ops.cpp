@@ -672,6 +672,8 @@ Status Executor::Impl::sdpa(Step& s, bool* done) {
                 Sv = v.shape[r - 1];
   if (Hk == 0 || Hq % Hk != 0 || v.shape[r - 2] != Tk || v.shape[r - 3] != Hk || k.shape[r - 1] != S)
     return make_error(n.describe() + ": q, k, v do not fit together");
+  // q8_0 scores: K and V as q8_0 blocks (the kernel's q8_0 cache; head sizes it takes, else the reference)
+  if (a.q8_0_scores && (S % 32 != 0 || Sv % 32 != 0 || S > kMaxHalfRow || Sv > kMaxHalfRow)) return *done = false, Status{};
   const int64_t group = Hq / Hk;
   // The keys each query row sees: one run [lo, hi) where the mask is 0 (or true), -inf (false) elsewhere.
   const float* mask = nullptr;
@@ -709,22 +711,32 @@ Status Executor::Impl::sdpa(Step& s, bool* done) {
     range[2 * i] = static_cast<int32_t>(lo < 0 ? 0 : lo);
     range[2 * i + 1] = static_cast<int32_t>(hi < 0 ? 0 : hi);
   }
-  // K/V into the block layout of the paged cache, so that every layout runs the same kernel.
+  // K/V into the block layout of the paged cache, so that every layout runs the same kernel: f32
+  // rows, or with q8_0 scores q8_0 blocks (kv_write's rounding: exact on rows a q8_0 cache wrote,
+  // so V's values and the keys' codes are the paged cache's).
   const int64_t NB = (Tk + kKvBlock - 1) / kKvBlock;
-  const size_t kfl = static_cast<size_t>(NB * Hk * kKvBlock * S), vfl = static_cast<size_t>(NB * Hk * kKvBlock * Sv);
-  float* kb = reinterpret_cast<float*>(kvbuf.ensure((kfl + vfl) * 4 + static_cast<size_t>(NB) * 4 + 64));
-  float* vb = kb + kfl;
-  int32_t* table = reinterpret_cast<int32_t*>(vb + vfl);
+  KvCache cache{nullptr, nullptr, NB, Hk, S, Sv};
+  auto bytes = [&](int64_t n) { return static_cast<size_t>(a.q8_0_scores ? n / 32 * 34 : n * 4 + 63) / 64 * 64 + 64; };
+  const size_t kby = bytes(NB * Hk * kKvBlock * S), vby = bytes(NB * Hk * kKvBlock * Sv);
+  uint8_t* kb = kvbuf.ensure(kby + vby + static_cast<size_t>(NB) * 4 + 64);
+  uint8_t* vb = kb + kby;
+  if (a.q8_0_scores) cache.k8 = kb, cache.v8 = vb;
+  else cache.k = reinterpret_cast<float*>(kb), cache.v = reinterpret_cast<float*>(vb);
+  int32_t* table = reinterpret_cast<int32_t*>(vb + vby);
   for (int64_t b = 0; b < NB; ++b) table[b] = static_cast<int32_t>(b);
   for (int64_t h = 0; h < Hk; ++h)
     for (int64_t j = 0; j < Tk; ++j) {
+      const float* kr = reinterpret_cast<const float*>(k.data) + h * k.stride[r - 3] + j * k.stride[r - 2];
+      const float* vr = reinterpret_cast<const float*>(v.data) + h * v.stride[r - 3] + j * v.stride[r - 2];
       const int64_t blk = j / kKvBlock, slot = j % kKvBlock;
-      std::memcpy(kb + ((blk * Hk + h) * kKvBlock + slot) * S, k.data + (h * k.stride[r - 3] + j * k.stride[r - 2]) * 4,
-                  static_cast<size_t>(S) * 4);
-      std::memcpy(vb + ((blk * Hk + h) * kKvBlock + slot) * Sv, v.data + (h * v.stride[r - 3] + j * v.stride[r - 2]) * 4,
-                  static_cast<size_t>(Sv) * 4);
+      if (a.q8_0_scores) {
+        to_q8_0(isa, kr, S, cache.k8 + cache.elem_bytes(cache.at(true, blk, h, slot)));
+        to_q8_0(isa, vr, Sv, cache.v8 + cache.elem_bytes(cache.at(false, blk, h, slot)));
+      } else {
+        std::memcpy(cache.k + cache.at(true, blk, h, slot), kr, static_cast<size_t>(S) * 4);
+        std::memcpy(cache.v + cache.at(false, blk, h, slot), vr, static_cast<size_t>(Sv) * 4);
+      }
     }
-  KvCache cache{kb, vb, NB, Hk, S, Sv};
   int64_t shape[exec::kMaxRank];
   for (int i = 0; i < r; ++i) shape[i] = q.shape[i];
   shape[r - 1] = Sv;

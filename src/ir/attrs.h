@@ -138,10 +138,15 @@ struct SdpaAttrs {  // inputs q [..., Hq, Tq, S], k, v [..., Hkv, Tk, S], mask? 
   bool causal = false;
   float scale = 0.0f;          // 0 = 1/sqrt(S)
   float logit_softcap = 0.0f;  // 0 = off; else score = c * tanh(dot * (scale / c)), then the mask (Gemma 2)
+  // true: the scores in q8_0 arithmetic (ir/attention_row.h attention_score_q8: q and k quantized
+  // to q8_0 per 32 values, integer dots per block), llama.cpp's over a q8_0 key cache; head size a
+  // multiple of 32. v is used as given (a q8_0 cache's values are exact in f32).
+  bool q8_0_scores = false;
   template <class F> void fields(F&& f) const {
     f("causal", causal);
     f("scale", scale);
     f("logit_softcap", logit_softcap);
+    f("q8_0_scores", q8_0_scores);
   }
   bool operator==(const SdpaAttrs&) const = default;
 };

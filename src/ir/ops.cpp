@@ -108,10 +108,10 @@ NodePtr rope(Value x, Value p, RopeAttrs attrs, std::optional<Value> ff) {
   if (ff) in.push_back(*ff);
   return mk(OpType::RoPE, std::move(in), attrs);
 }
-NodePtr sdpa(Value q, Value k, Value v, std::optional<Value> mask, bool causal, float scale, float logit_softcap) {
+NodePtr sdpa(Value q, Value k, Value v, std::optional<Value> mask, bool causal, float scale, float logit_softcap, bool q8_0_scores) {
   std::vector<Value> in{std::move(q), std::move(k), std::move(v)};
   if (mask) in.push_back(*mask);
-  return mk(OpType::ScaledDotProductAttention, std::move(in), SdpaAttrs{causal, scale, logit_softcap});
+  return mk(OpType::ScaledDotProductAttention, std::move(in), SdpaAttrs{causal, scale, logit_softcap, q8_0_scores});
 }
 
 NodePtr paged_attention(const PagedAttentionInputs& i) {

@@ -72,8 +72,9 @@ NodePtr layer_norm(Value v, float eps);  // (x - mean) / sqrt(var + eps) over th
 NodePtr matmul(Value a, Value b, bool transpose_a = false, bool transpose_b = false);
 NodePtr rope(Value x, Value positions, RopeAttrs attrs, std::optional<Value> freq_factors = std::nullopt);
 // logit_softcap c != 0: scores c · tanh(q·k · (scale / c)) before the mask (Gemma 2).
+// q8_0_scores: the scores in q8_0 arithmetic (SdpaAttrs).
 NodePtr sdpa(Value q, Value k, Value v, std::optional<Value> mask, bool causal, float scale = 0.0f,
-             float logit_softcap = 0.0f);
+             float logit_softcap = 0.0f, bool q8_0_scores = false);
 // PagedAttention (ops/paged_attention.cpp): inputs in DESIGN.md section 4 order; three outputs:
 // attention [T, Hq·Sv], key_cache and value_cache with this step's rows written.
 struct PagedAttentionInputs {

@@ -3,14 +3,19 @@
 //    ISA, on blocks of special values (zeros, signed zeros, ties of the rounding, a lone large
 //    value, f16 underflow and overflow of d, infinities, NaN) and random ones, lengths 0..256;
 //  - kv_write into a q8_0 cache writes each head's row as gguf::quantize_q8_0, on every ISA;
-//  - attention on a q8_0 cache gives, on every ISA, the bits of the scalar twin on an f32 cache
-//    holding the dequantized values: single queries and GQA groups, head sizes 32..256, key counts
-//    across blocks, windows; and a decode batch of several sequences through attention_rows, its
-//    groups of q heads split into 1..4 row parts, the items split anywhere;
+//  - attention on a q8_0 cache gives, on every ISA, the bits of the scalar twin on it (the scores
+//    in q8_0 arithmetic: the query quantized to q8_0, integer dot products per block): single
+//    queries and GQA groups, head sizes 32..256, key counts across blocks, windows, a query row
+//    with a NaN (zeros: NaN scores); and a decode batch of several sequences through attention_rows, its groups of q
+//    heads split into 1..4 row parts, the items split anywhere. The twin itself against a double
+//    reference on the dequantized query and cache (within 1e-5 of max|v|), and against the f32
+//    cache's attention on the same values (close: the query's rounding only);
 //  - head sizes that are not multiples of 32 or beyond kMaxHalfRow, and mixed caches, are errors.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <numeric>
@@ -152,7 +157,33 @@ TEST(KernelsAttentionQ8, KvWriteQuantizesAsGguf) {
   }
 }
 
-TEST(KernelsAttentionQ8, QueriesEqualTheDequantizedF32Cache) {
+// Attention in double on the query rounded through q8_0 and the f32 cache's (rounded) values:
+// what the q8_0 scores compute, up to f32 rounding.
+std::vector<double> reference(const AttentionQuery& a, const KvCache& f32) {
+  const int64_t S = f32.head_size, Sv = f32.v_size, lo = a.window > 0 ? std::max<int64_t>(0, a.n_keys - a.window) : 0;
+  std::vector<double> out(a.nq * Sv, 0.0);
+  for (int64_t h = 0; h < a.nq; ++h) {
+    const std::vector<float> q = round_q8(std::vector<float>(a.q + h * a.q_stride, a.q + h * a.q_stride + S));
+    std::vector<double> s;
+    for (int64_t p = lo; p < a.n_keys; ++p) {
+      const float* k = f32.k + f32.at(true, a.block_table[p / kKvBlock], a.kv_head, p % kKvBlock);
+      double d = 0;
+      for (int64_t i = 0; i < S; ++i) d += static_cast<double>(q[i]) * k[i];
+      s.push_back(d * a.scale);
+    }
+    const double mx = *std::max_element(s.begin(), s.end());
+    double sum = 0;
+    for (double& x : s) sum += (x = std::exp(x - mx));
+    for (int64_t p = lo; p < a.n_keys; ++p) {
+      const float* v = f32.v + f32.at(false, a.block_table[p / kKvBlock], a.kv_head, p % kKvBlock);
+      for (int64_t i = 0; i < Sv; ++i) out[h * Sv + i] += s[p - lo] / sum * v[i];
+    }
+  }
+  return out;
+}
+
+TEST(KernelsAttentionQ8, QueriesEqualTheTwin) {
+  double worst_ref = 0, worst_f32 = 0;
   std::mt19937 rng(23);
   std::normal_distribution<float> nd01(0.0f, 1.0f);
   struct Dims {
@@ -183,23 +214,46 @@ TEST(KernelsAttentionQ8, QueriesEqualTheDequantizedF32Cache) {
           a.table_len = nblk, a.n_keys = n_keys, a.window = window, a.scale = 1.0f / std::sqrt(static_cast<float>(S));
           const std::string tag = "q8_0 S=" + std::to_string(S) + " Sv=" + std::to_string(Sv) + " n_keys=" +
                                   std::to_string(n_keys) + " window=" + std::to_string(window) + " nq=" + std::to_string(nq);
-          std::vector<float> twin(nq * Sv, -7.0f);
-          a.out = twin.data();
+          std::vector<float> twin(nq * Sv, -7.0f), f32(nq * Sv, -7.0f);
+          a.out = f32.data();
           ok = ok && attention(Isa::scalar, c.f32, a, scratch.data(), static_cast<int64_t>(scratch.size())).ok();
-          tally.check(ok, tag + ": twin on the f32 cache failed");
+          a.out = twin.data();
+          ok = ok && attention(Isa::scalar, c.q8, a, scratch.data(), static_cast<int64_t>(scratch.size())).ok();
+          tally.check(ok, tag + ": twin failed");
+          const std::vector<double> ref = reference(a, c.f32);
+          double vmax = 0, dref = 0, df32 = 0;
+          for (float x : c.v) vmax = std::isnan(x) ? vmax : std::max<double>(vmax, std::fabs(x));
+          for (size_t i = 0; i < twin.size(); ++i)
+            dref = std::max(dref, std::fabs(twin[i] - ref[i])), df32 = std::max<double>(df32, std::fabs(twin[i] - f32[i]));
+          worst_ref = std::max(worst_ref, dref / vmax), worst_f32 = std::max(worst_f32, df32 / vmax);
+          tally.check(dref <= 1e-5 * vmax, tag + ": twin off the double reference by " + std::to_string(dref / vmax) + " max|v|");
+          tally.check(df32 <= 0.05 * vmax, tag + ": twin far from the f32 cache's attention (" + std::to_string(df32 / vmax) + ")");
           for (Isa isa : supported_isas()) {
             std::vector<float> out(nq * Sv, -7.0f);
             a.out = out.data();
             tally.check(attention(isa, c.q8, a, scratch.data(), static_cast<int64_t>(scratch.size())).ok() &&
                             same_bits(out, twin),
-                        tag + " " + isa_name(isa) + " != twin on the dequantized f32 cache");
+                        tag + " " + isa_name(isa) + " != twin");
+          }
+          if (nq < 3) continue;
+          // a NaN in row 1 of the query: that row zeros (its scores NaN, none of them a maximum),
+          // the others as before, on every ISA
+          q[1 * S + 5] = kNaN;
+          for (Isa isa : supported_isas()) {
+            std::vector<float> out(nq * Sv, -7.0f);
+            a.out = out.data();
+            bool zero_row = attention(isa, c.q8, a, scratch.data(), static_cast<int64_t>(scratch.size())).ok();
+            for (int64_t i = 0; i < Sv; ++i) zero_row = zero_row && out[Sv + i] == 0.0f;
+            std::copy(twin.begin() + Sv, twin.begin() + 2 * Sv, out.begin() + Sv);
+            tally.check(zero_row && same_bits(out, twin), tag + " " + isa_name(isa) + ": a NaN query row is not zeros alone");
           }
         }
+  std::printf("q8_0 twin: max |out - double reference| %.3g max|v|, max |out - f32 cache's| %.3g max|v|\n", worst_ref, worst_f32);
 }
 
 // Decode tokens of 5 sequences (12 query heads over 2 kv heads of 128, Qwen2.5's) after 0..130
 // cached ones, written by the items themselves (k_new / v_new), through attention_rows split at
-// every point: the q8_0 cache gives the dequantized f32 cache's bits.
+// every point: every ISA gives the twin's bits (the twin's batch written by kv_write first).
 TEST(KernelsAttentionQ8, DecodeBatch) {
   std::mt19937 rng(29);
   std::normal_distribution<float> nd01(0.0f, 1.0f);
@@ -236,9 +290,12 @@ TEST(KernelsAttentionQ8, DecodeBatch) {
   std::vector<float> scratch(attention_rows_scratch_floats(c.f32, ab, 131)), twin(B * Hq * S, -7.0f);
   const int64_t sf = static_cast<int64_t>(scratch.size());
   ab.out = twin.data();
-  ok = ok && attention_rows(Isa::scalar, c.f32, ab, 0, items, scratch.data(), sf).ok();
-  tally.check(ok, "decode batch: twin on the f32 cache failed");
   const std::vector<uint8_t> k8 = c.k8, v8 = c.v8;  // before the items write the new rows
+  for (int64_t s = 0; s < B; ++s)
+    ok = ok && kv_write(Isa::scalar, c.q8, bi.data() + s * per, per, past[s], knew.data() + s * Hk * S, vnew.data() + s * Hk * S).ok();
+  ok = ok && attention_rows(Isa::scalar, c.q8, ab, 0, items, scratch.data(), sf).ok();
+  tally.check(ok, "decode batch: twin failed");
+  c.k8 = k8, c.v8 = v8;
   for (Isa isa : supported_isas())
     for (int64_t parts : {1, 2, 3, 4}) {
       ab.row_parts = parts;
@@ -254,7 +311,7 @@ TEST(KernelsAttentionQ8, DecodeBatch) {
                          attention_rows(isa, c.q8, ab, split, n_items, scratch.data(), sf).ok();
         tally.check(ok && run && same_bits(out, twin), "q8_0 decode batch, row parts " + std::to_string(parts) + ", split at " +
                                                            std::to_string(split) + " " + isa_name(isa) +
-                                                           " != twin on the dequantized f32 cache");
+                                                           " != twin");
         c.k8 = k8, c.v8 = v8;  // the new rows out again (the items rewrite them)
       }
     }

@@ -131,7 +131,7 @@ void run_case(int64_t window, float softcap = 0.0f, ElementType ct = ElementType
       }
     auto sd = ops::sdpa(ops::constant(Tensor::f32({1, Hq, s.n, S}, qh)), ops::constant(Tensor::f32({1, Hkv, L, S}, kh)),
                         ops::constant(Tensor::f32({1, Hkv, L, S}, vh)), ops::constant(Tensor::f32({1, 1, s.n, L}, mask)),
-                        false, 0.3f, softcap);
+                        false, 0.3f, softcap, ct == ElementType::q8_0);  // a q8_0 cache scores in q8_0 arithmetic
     auto rs = evaluate(Model({ops::result(sd, "o")}, {}), {});
     ASSERT_TRUE(static_cast<bool>(rs)) << rs.error().str();
     auto ref = (*rs)[0].to_f32();

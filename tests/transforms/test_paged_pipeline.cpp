@@ -6,7 +6,9 @@
 #include <cstring>
 
 #include "graphs.h"
+#include "ir/ops.h"
 #include "pattern/pass_manager.h"
+#include "pattern/rewriter.h"
 #include "transforms/adapt_to_genai/adapt_to_genai.h"
 #include "transforms/make_stateful.h"
 #include "transforms/sdpa_to_paged_attention/sdpa_to_paged_attention.h"
@@ -154,6 +156,31 @@ TEST(SDPAToPagedAttention, RefusesWithoutPreconditions) {
   auto r2 = pass.run(raw);
   ASSERT_FALSE(static_cast<bool>(r2));
   EXPECT_NE(r2.error().what.find("'input_ids'"), std::string::npos) << r2.error().what;
+}
+
+// PagedAttention scores in q8_0 arithmetic exactly when its cache is q8_0: an SDPA that asks for
+// q8_0 scores over the decoder's f32 cache is refused, naming the mismatch.
+TEST(SDPAToPagedAttention, RefusesQ8ScoresOverAnF32Cache) {
+  Model m = decoder().model;
+  ASSERT_TRUE(static_cast<bool>(run(m, passes(false))));
+  auto order = m.ordered();
+  ASSERT_TRUE(static_cast<bool>(order));
+  pattern::Rewriter rw(m);
+  int swapped = 0;
+  for (const auto& n : *order) {
+    if (n->type() != ir::OpType::ScaledDotProductAttention) continue;
+    const auto& a = n->attrs<ir::SdpaAttrs>();
+    std::optional<ir::Value> mask;
+    if (n->n_inputs() == 4) mask = n->input(3);
+    auto q8 = ir::ops::sdpa(n->input(0), n->input(1), n->input(2), mask, a.causal, a.scale, a.logit_softcap, true);
+    ASSERT_TRUE(static_cast<bool>(rw.replace_node(n, q8)));
+    ++swapped;
+  }
+  ASSERT_GT(swapped, 0);
+  auto r = SDPAToPagedAttention().run(m);
+  ASSERT_FALSE(static_cast<bool>(r));
+  EXPECT_NE(r.error().what.find("q8_0 scores over a key cache that is not q8_0"), std::string::npos) << r.error().what;
+  EXPECT_NE(r.error().hint.find("kv_type"), std::string::npos) << r.error().hint;
 }
 
 // Test 7: the bug itself. (a) The pre-fix decoder (FixEmbdAxis left out) under the PA layout is

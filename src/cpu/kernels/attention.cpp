@@ -9,6 +9,7 @@
 #include <string>
 
 #include "cpu/kernels/math.h"
+#include "gguf/quantize.h"
 
 namespace ggflow::cpu {
 namespace {
@@ -91,6 +92,18 @@ Result<detail::AttnPlan> plan(const KvCache& c, const AttentionQuery& a, int64_t
   return pl;
 }
 
+// The twin's q8_0 dot product: one exact int32 sum per 32-value block, an f32 FMA chain over
+// the blocks (attention.h).
+float dot_q8(const detail::QuantRow& q, const uint8_t* k, int64_t S) {
+  float acc = 0.0f;
+  for (int64_t b = 0; b < S / 32; ++b, k += gguf::kQ8_0Bytes) {
+    int32_t i = 0;
+    for (int64_t t = 0; t < 32; ++t) i += static_cast<int32_t>(q.q[b * 32 + t]) * static_cast<int8_t>(k[2 + t]);
+    acc = math::fma_(static_cast<float>(i), q.d[b] * detail::q8_0_scale(k), acc);
+  }
+  return acc;
+}
+
 // The twin's dot product: 16 partial FMA chains over d, then tree16.
 float dot16(const float* q, const float* k, int64_t S) {
   float acc[16] = {};
@@ -108,9 +121,19 @@ void attention_scalar(const KvCache& c, const AttentionQuery& a, const detail::A
     float* P = scratch + qi * pl.np;
     // scores: dot * scale, or softcap * tanh(dot * (scale / softcap))
     const float scale = detail::score_scale(a);
-    for (int64_t j = 0; j < pl.n; ++j) {
-      const int64_t p = pl.lo + j;
-      P[j] = dot16(q, key_row(c, a.block_table[p / kKvBlock], a.kv_head, p % kKvBlock, row), S) * scale;
+    if (c.q8()) {
+      detail::QuantRow qq;
+      detail::quantize_row(q, S, &qq);
+      for (int64_t j = 0; j < pl.n; ++j) {
+        const int64_t p = pl.lo + j;
+        const auto* k = reinterpret_cast<const uint8_t*>(c.bytes_at(true, a.block_table[p / kKvBlock], a.kv_head, p % kKvBlock));
+        P[j] = qq.finite ? dot_q8(qq, k, S) * scale : std::numeric_limits<float>::quiet_NaN();
+      }
+    } else {
+      for (int64_t j = 0; j < pl.n; ++j) {
+        const int64_t p = pl.lo + j;
+        P[j] = dot16(q, key_row(c, a.block_table[p / kKvBlock], a.kv_head, p % kKvBlock, row), S) * scale;
+      }
     }
     if (a.softcap != 0.0f)
       for (int64_t j = 0; j < pl.n; ++j) P[j] = a.softcap * math::tanh(P[j]);
@@ -167,6 +190,31 @@ void run_queries(Isa isa, const KvCache& c, const AttentionQuery* a, const detai
 }
 
 }  // namespace
+
+namespace detail {
+void quantize_row(const float* x, int64_t n, QuantRow* out) {
+  out->finite = true;
+  for (int64_t i = 0; i < n; ++i) out->finite = out->finite && std::isfinite(x[i]);
+  if (!out->finite) return;  // its scores are NaN; its codes unused
+  uint8_t blocks[kMaxHalfRow / 32 * gguf::kQ8_0Bytes];
+  gguf::quantize_q8_0(x, n, blocks);
+  for (int64_t b = 0; b < n / 32; ++b) {
+    const uint8_t* blk = blocks + b * gguf::kQ8_0Bytes;
+    std::memcpy(out->q + b * 32, blk + 2, 32);
+    out->d[b] = q8_0_scale(blk);
+    int32_t sum = 0;
+    for (int t = 0; t < 32; ++t) sum += out->q[b * 32 + t];
+    out->bias[b] = -128 * sum;
+  }
+}
+float q8_0_scale(const uint8_t* block) {
+  uint16_t h;
+  std::memcpy(&h, block, 2);
+  float d;
+  from_f16_quiet(Isa::scalar, &h, 1, &d);
+  return d;
+}
+}  // namespace detail
 
 int64_t attention_scratch_floats(int64_t nq, int64_t n_keys) { return nq * (round16(std::max<int64_t>(0, n_keys)) + 17); }
 

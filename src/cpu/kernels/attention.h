@@ -40,6 +40,8 @@
 //  - the V sum runs lanes over d, several rows of the tile per pass over a block's keys (rows that
 //    see the same keys of that block), one FMA chain per (row, lane) in key order, the running
 //    sums kept in the output rows between blocks (f32 stores and loads are exact).
+//  - a q8_0 cache's scores are integer dot products (below); its keys are transposed per 16-key
+//    chunk as bytes (lanes over keys, 4 dims per lane), each 32-dim block one int32 sum per key.
 // Against the IR's attention row (sequential dot and sums, libm exp and tanh, mul then add) the
 // difference is summation order, FMA, exp's < 1 ulp and tanh's <= 2 ulp. Tested
 // (test_kernels_attention): |out - ref| <= 2e-6 max|v| against a double reference (6e-8
@@ -47,11 +49,18 @@
 // Element type: f32, f16 or q8_0 cache. An f16 cache holds each K/V value as IEEE half, rounded to
 // nearest even when written (kv_write, gguf::f32_to_f16, numpy's astype(float16)) and read back
 // exactly (convert.h); a q8_0 cache holds each head's row as GGML q8_0 blocks (gguf/quantize.h:
-// llama.cpp's q8_0 cache values), read back exactly as d * q. Everything above then runs on those
-// values unchanged, so either gives the bits of an f32 cache holding the same rounded values (the
-// raw and SDPA layouts round with Converts before their caches). The SIMD versions convert a
-// 16-key chunk of K or a block of V to f32 when they load it (vcvtph2ps; q8_0: d times the
-// widened codes, exact).
+// llama.cpp's q8_0 cache values), read back exactly as d * q. An f16 cache's attention is then
+// the bits of an f32 cache holding the same rounded values (the raw and SDPA layouts round with
+// Converts before their caches). A q8_0 cache's values (V) are used the same way; its scores are
+// llama.cpp's q8_0 arithmetic (its CPU flash attention converts the query to K's vec-dot type):
+// the query row quantized as gguf::quantize_q8_0 (QuantRow), then
+//   dot_j  = f32 chain over the 32-value blocks b in order from +0:
+//            acc = fma((float) i_b, dq_b * dk_b, acc),  i_b = Σ_t qq_b[t] * kq_b[t] (exact int32)
+// with dq_b, dk_b the blocks' f16 scales as f32 (their product is exact); a query row with a
+// non-finite value has NaN scores. The raw and SDPA layouts give the same bits by running this
+// kernel on q8_0 blocks too (SdpaAttrs::q8_0_scores). The SIMD versions convert a 16-key chunk of
+// f16 K or a block of V to f32 when they load it (vcvtph2ps; q8_0: d times the widened codes,
+// exact).
 #pragma once
 
 #include <algorithm>
@@ -196,6 +205,18 @@ namespace detail {
 // What dot_j is multiplied by: scale, or scale / softcap when soft-capping (then s_j is capped).
 // `static` as math.h's functions: the SIMD files never share a copy built with their -m flags.
 static inline float score_scale(const AttentionQuery& a) { return a.softcap != 0.0f ? a.scale / a.softcap : a.scale; }
+// A query row quantized for a q8_0 cache's scores: its codes (gguf::quantize_q8_0), per 32-value
+// block the scale as f32 and -128 * Σ codes (the SIMD kernels multiply the key codes + 128, as
+// unsigned bytes: Σ (k + 128) q - 128 Σ q = Σ k q), and whether every value was finite.
+struct QuantRow {
+  alignas(64) int8_t q[kMaxHalfRow];
+  float d[kMaxHalfRow / 32];
+  int32_t bias[kMaxHalfRow / 32];
+  bool finite = true;
+};
+void quantize_row(const float* x, int64_t n, QuantRow* out);
+// A q8_0 block's scale (its first two bytes, f16) as f32, read as from_f16_quiet.
+float q8_0_scale(const uint8_t* block);
 // The checked, resolved query: lo, n (keys in range), np = round_up(n, 16).
 struct AttnPlan {
   int64_t lo = 0, n = 0, np = 0;

@@ -15,7 +15,9 @@
 //   values: per block, lanes over d, 32 dims (4 registers) of up to 3 rows per pass over the
 //           block's keys (rows that see the same keys of the block).
 #include <algorithm>
+#include <cstring>
 #include <limits>
+#include <vector>
 
 #include "cpu/kernels/attention.h"
 #include "cpu/kernels/math_avx2.h"
@@ -183,6 +185,75 @@ const ScoresFn* scores_fns_for(int64_t S) {
 
 // ---- values
 
+// ---- q8_0 scores (attention.h): integer dot products per 32-value block
+
+// Half h (keys 8h .. 8h + 7) of a 16-key chunk of a q8_0 cache as bytes, lanes over keys:
+// KS[g] lane k = dims [4g, 4g + 4) of key k's codes, KA[g] their absolute values (codes are in
+// [-127, 127]), g < S / 4; dk[b] lane k = key k's scale of block b as f32 (vcvtph2ps: from_f16_quiet).
+void transpose_q8(const KvCache& c, int64_t block, int64_t kvh, int64_t slot, int64_t S, __m256i* KS, __m256i* KA, __m256* dk) {
+  const uint8_t* base = reinterpret_cast<const uint8_t*>(c.bytes_at(true, block, kvh, slot));
+  const int64_t rb = c.rows_bytes(true, 1);
+  for (int64_t b = 0; b < S / 32; ++b) {
+    const uint8_t* p = base + b * 34;
+    uint16_t d[8];
+    for (int k = 0; k < 8; ++k) std::memcpy(&d[k], p + k * rb, 2);
+    dk[b] = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(d)));
+    __m256i z[8], t[8], u[8];
+    for (int k = 0; k < 8; ++k) z[k] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2 + k * rb));
+    for (int i = 0; i < 4; ++i)  // per 128-bit half: keys 2i, 2i+1 interleaved
+      t[2 * i] = _mm256_unpacklo_epi32(z[2 * i], z[2 * i + 1]), t[2 * i + 1] = _mm256_unpackhi_epi32(z[2 * i], z[2 * i + 1]);
+    for (int h2 = 0; h2 < 2; ++h2) {  // u[4 h2 + j]: dword j (low half) and j + 4 (high half) of keys 4 h2 .. 4 h2 + 3
+      u[4 * h2 + 0] = _mm256_unpacklo_epi64(t[4 * h2 + 0], t[4 * h2 + 2]);
+      u[4 * h2 + 1] = _mm256_unpackhi_epi64(t[4 * h2 + 0], t[4 * h2 + 2]);
+      u[4 * h2 + 2] = _mm256_unpacklo_epi64(t[4 * h2 + 1], t[4 * h2 + 3]);
+      u[4 * h2 + 3] = _mm256_unpackhi_epi64(t[4 * h2 + 1], t[4 * h2 + 3]);
+    }
+    for (int j = 0; j < 4; ++j) {
+      KS[b * 8 + j] = _mm256_permute2x128_si256(u[j], u[4 + j], 0x20);
+      KS[b * 8 + j + 4] = _mm256_permute2x128_si256(u[j], u[4 + j], 0x31);
+    }
+    for (int g = 0; g < 8; ++g) KA[b * 8 + g] = _mm256_abs_epi8(KS[b * 8 + g]);
+  }
+}
+
+// The scores of MR quantized rows on a transposed half chunk (8 keys), stored to p[m] under
+// mask[m]: per block, i_b = Σ_g madd(maddubs(|k|, sign(q, k)), 1) (pairs of products <= 2 *
+// 127 * 127: no saturation; int32 sums exact in any order), then acc = fma((float) i_b, dk_b *
+// dq_b, acc) in block order from +0; times scale.
+template <int MR>
+void scores_q8(const QuantRow* const* q, const __m256i* KS, const __m256i* KA, const __m256* dk, int64_t S, const float* scale,
+               float* const* p, const __m256i* mask) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[MR];
+  for (int m = 0; m < MR; ++m) acc[m] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < S / 32; ++b) {
+    __m256i i0[MR], i1[MR];
+    for (int m = 0; m < MR; ++m) i0[m] = _mm256_setzero_si256(), i1[m] = _mm256_setzero_si256();
+    for (int g = 0; g < 8; g += 2) {
+      for (int m = 0; m < MR; ++m) {
+        int32_t w0, w1;
+        std::memcpy(&w0, q[m]->q + b * 32 + 4 * g, 4);
+        std::memcpy(&w1, q[m]->q + b * 32 + 4 * g + 4, 4);
+        const __m256i p0 = _mm256_maddubs_epi16(KA[b * 8 + g], _mm256_sign_epi8(_mm256_set1_epi32(w0), KS[b * 8 + g]));
+        const __m256i p1 = _mm256_maddubs_epi16(KA[b * 8 + g + 1], _mm256_sign_epi8(_mm256_set1_epi32(w1), KS[b * 8 + g + 1]));
+        i0[m] = _mm256_add_epi32(i0[m], _mm256_madd_epi16(p0, ones));
+        i1[m] = _mm256_add_epi32(i1[m], _mm256_madd_epi16(p1, ones));
+      }
+    }
+    for (int m = 0; m < MR; ++m)
+      acc[m] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(_mm256_add_epi32(i0[m], i1[m])), _mm256_mul_ps(dk[b], _mm256_set1_ps(q[m]->d[b])),
+                               acc[m]);
+  }
+  for (int m = 0; m < MR; ++m)
+    store_lanes(p[m], mask[m],
+                q[m]->finite ? _mm256_mul_ps(acc[m], _mm256_set1_ps(scale[m])) : _mm256_set1_ps(std::numeric_limits<float>::quiet_NaN()));
+}
+using ScoresQ8Fn = void (*)(const QuantRow* const*, const __m256i*, const __m256i*, const __m256*, int64_t, const float*,
+                            float* const*, const __m256i*);
+constexpr ScoresQ8Fn scores_q8_fns[2] = {scores_q8<1>, scores_q8<2>};
+
+// ---- values
+
 inline __m256 load_lanes(const float* p, int v, int nv, __m256i last) {
   return v == nv - 1 ? _mm256_maskload_ps(p, last) : _mm256_loadu_ps(p);
 }
@@ -255,6 +326,14 @@ void attention_tile_avx2(const KvCache& c, const AttnTile& t) {
   // 1. scores, chunk by chunk; each chunk's keys are loaded for all the rows that see them
   alignas(32) float KT[kMaxTS * 16];
   const ScoresFn* sfns = scores_fns_for(S);
+  // a q8_0 cache: the rows quantized once, the chunk's halves transposed as bytes
+  static thread_local std::vector<QuantRow> qrows;
+  __m256i KS[2][kMaxHalfRow / 4], KA[2][kMaxHalfRow / 4];
+  __m256 dk[2][kMaxHalfRow / 32];
+  if (c.q8()) {
+    if (static_cast<int64_t>(qrows.size()) < R) qrows.resize(static_cast<size_t>(R));
+    for (int64_t r = 0; r < R; ++r) quantize_row(A[r / nq].q + r % nq * A[r / nq].q_stride, S, &qrows[static_cast<size_t>(r)]);
+  }
   for (int64_t c0 = H > L ? L / 16 * 16 : H; c0 < H; c0 += 16) {
     int64_t active = 0;
     for (int64_t qi = 0; qi < Q; ++qi)
@@ -263,16 +342,27 @@ void attention_tile_avx2(const KvCache& c, const AttnTile& t) {
     // the next chunk's keys (or, after the last, the first block's values) arrive while this one computes
     if (c0 + 16 < H) prefetch_rows(c, true, table[(c0 + 16) / kKvBlock], kvh, (c0 + 16) % kKvBlock, 16);
     else prefetch_rows(c, false, table[L / kKvBlock], kvh, 0, kKvBlock);
-    const float* kb = cache_rows(Isa::avx2, c, true, table[c0 / kKvBlock], kvh, c0 % kKvBlock, 16, kconv);
-    const bool tr = S <= kMaxTS && active >= kMinTRows;
+    const bool q8 = c.q8(), tr = !q8 && S <= kMaxTS && active >= kMinTRows;
+    const float* kb = nullptr;  // the chunk's f32 rows, when not q8_0
+    if (q8)
+      for (int h = 0; h < 2; ++h) transpose_q8(c, table[c0 / kKvBlock], kvh, c0 % kKvBlock + 8 * h, S, KS[h], KA[h], dk[h]);
+    else kb = cache_rows(Isa::avx2, c, true, table[c0 / kKvBlock], kvh, c0 % kKvBlock, 16, kconv);
     if (tr) transpose_chunk(kb, S, KT);
     const float* qs[kMaxMr];
+    const QuantRow* qq[kMaxMr];
     float* ps[kMaxMr];
     __m256i ms[2 * kMaxMr];
     float scl[kMaxMr];
     int k = 0;
     auto flush = [&] {
-      if (tr) {
+      if (q8) {
+        for (int h = 0; h < 2; ++h) {
+          float* ph[kMaxMr];
+          __m256i mh[kMaxMr];
+          for (int m = 0; m < k; ++m) ph[m] = ps[m] + 8 * h, mh[m] = ms[2 * m + h];
+          scores_q8_fns[k - 1](qq, KS[h], KA[h], dk[h], S, scl, ph, mh);
+        }
+      } else if (tr) {
         sfns[k - 1](qs, KT, S, scl, ps, ms);
       } else {
         for (int m = 0; m < k; ++m)
@@ -291,6 +381,7 @@ void attention_tile_avx2(const KvCache& c, const AttnTile& t) {
       for (int64_t h = 0; h < nq; ++h) {
         const int64_t r = qi * nq + h;
         qs[k] = A[qi].q + h * A[qi].q_stride, ps[k] = weights(r) + (c0 - lo), ms[2 * k] = m0, ms[2 * k + 1] = m1, scl[k] = score_scale(A[qi]);
+        if (q8) qq[k] = &qrows[static_cast<size_t>(r)];
         if (++k == kMaxMr) flush();
       }
     }

@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include "cpu/kernels/attention.h"
 #include "cpu/kernels/math_avx512.h"
@@ -198,13 +199,84 @@ const ScoresFn* scores_fns_for(int64_t S) {
   }
 }
 
+// ---- q8_0 scores (attention.h): integer dot products per 32-value block
+
+// A 16-key chunk of a q8_0 cache as bytes, lanes over keys: KT8[g] lane k = dims [4g, 4g + 4) of
+// key k's codes + 128 (unsigned), g < S / 4; dk[b] lane k = key k's scale of block b, as f32.
+// Per block, the 16 keys' 32 code bytes go in as 8 registers of two keys (k | k + 4, k < 4;
+// k + 4 | k + 8, k >= 4: the order the 8 x 8 dword transpose below leaves natural), out as 8.
+void transpose_q8(const KvCache& c, int64_t block, int64_t kvh, int64_t slot, int64_t S, __m512i* KT8, __m512* dk) {
+  const uint8_t* base = reinterpret_cast<const uint8_t*>(c.bytes_at(true, block, kvh, slot));
+  const int64_t rb = c.rows_bytes(true, 1);
+  const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                         _mm512_set1_epi32(static_cast<int32_t>(rb)));
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+  constexpr int lo_key[8] = {0, 1, 2, 3, 8, 9, 10, 11};
+  for (int64_t b = 0; b < S / 32; ++b) {
+    const uint8_t* p = base + b * 34;
+    dk[b] = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_i32gather_epi32(idx, p, 1)));
+    __m512i z[8], t[8], u[8];
+    for (int i = 0; i < 8; ++i)
+      z[i] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2 + lo_key[i] * rb))),
+                                _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2 + (lo_key[i] + 4) * rb)), 1);
+    for (int i = 0; i < 4; ++i)
+      t[2 * i] = _mm512_unpacklo_epi32(z[2 * i], z[2 * i + 1]), t[2 * i + 1] = _mm512_unpackhi_epi32(z[2 * i], z[2 * i + 1]);
+    for (int h = 0; h < 2; ++h) {  // u[4h + j]: dword j (lane pairs 0/2) and j + 4 (1/3) of keys 4-at-a-time
+      u[4 * h + 0] = _mm512_unpacklo_epi64(t[4 * h + 0], t[4 * h + 2]);
+      u[4 * h + 1] = _mm512_unpackhi_epi64(t[4 * h + 0], t[4 * h + 2]);
+      u[4 * h + 2] = _mm512_unpacklo_epi64(t[4 * h + 1], t[4 * h + 3]);
+      u[4 * h + 3] = _mm512_unpackhi_epi64(t[4 * h + 1], t[4 * h + 3]);
+    }
+    for (int j = 0; j < 4; ++j) {
+      KT8[b * 8 + j] = _mm512_xor_si512(_mm512_shuffle_i32x4(u[j], u[4 + j], 0x88), flip);
+      KT8[b * 8 + j + 4] = _mm512_xor_si512(_mm512_shuffle_i32x4(u[j], u[4 + j], 0xDD), flip);
+    }
+  }
+}
+
+// The scores of MR quantized rows on a transposed q8_0 chunk, stored to p[m] under mask[m]:
+// per block, i_b = bias_b + Σ_g dpbusd (two chains, even and odd g: int32 sums are exact in any
+// order), then acc = fma((float) i_b, dk_b * dq_b, acc) in block order from +0; times scale.
+template <int MR>
+void scores_q8(const QuantRow* const* q, const __m512i* KT8, const __m512* dk, int64_t S, const float* scale, float* const* p,
+               const __mmask16* mask) {
+  __m512 acc[MR];
+  for (int m = 0; m < MR; ++m) acc[m] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < S / 32; ++b) {
+    __m512i i0[MR], i1[MR];
+    for (int m = 0; m < MR; ++m) i0[m] = _mm512_set1_epi32(q[m]->bias[b]), i1[m] = _mm512_setzero_si512();
+    for (int g = 0; g < 8; g += 2) {
+      const __m512i k0 = KT8[b * 8 + g], k1 = KT8[b * 8 + g + 1];
+      for (int m = 0; m < MR; ++m) {
+        int32_t w0, w1;
+        std::memcpy(&w0, q[m]->q + b * 32 + 4 * g, 4);
+        std::memcpy(&w1, q[m]->q + b * 32 + 4 * g + 4, 4);
+        i0[m] = _mm512_dpbusd_epi32(i0[m], k0, _mm512_set1_epi32(w0));
+        i1[m] = _mm512_dpbusd_epi32(i1[m], k1, _mm512_set1_epi32(w1));
+      }
+    }
+    for (int m = 0; m < MR; ++m)
+      acc[m] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(i0[m], i1[m])), _mm512_mul_ps(dk[b], _mm512_set1_ps(q[m]->d[b])),
+                               acc[m]);
+  }
+  for (int m = 0; m < MR; ++m) {
+    const __m512 s = q[m]->finite ? _mm512_mul_ps(acc[m], _mm512_set1_ps(scale[m])) : _mm512_set1_ps(std::numeric_limits<float>::quiet_NaN());
+    _mm512_mask_storeu_ps(p[m], mask[m], s);
+  }
+}
+using ScoresQ8Fn = void (*)(const QuantRow* const*, const __m512i*, const __m512*, int64_t, const float*, float* const*,
+                            const __mmask16*);
+constexpr ScoresQ8Fn scores_q8_fns[4] = {scores_q8<1>, scores_q8<2>, scores_q8<3>, scores_q8<4>};
+
 // ---- values
 
 // For NQ rows at once: out_q[0, 16*NV) += sum over keys i < count of w_q[i] * (dims [dc, dc +
 // 16*NV) of the value row at vb + i*rb), key order, one FMA chain per lane and row (NQ*NV
-// independent chains); the last register of each row is masked by `last`.
+// independent chains); the last register of each row is masked by `last`. A q8_0 row's values are
+// d * q with key i's scale of block b at dv[b * 32 + i] (f32, converted once per cache block).
 template <Elem E, int NV, int NQ>
-void vacc(const float* const* w, const char* vb, int64_t rb, int64_t dc, int64_t count, float* const* out, __mmask16 last) {
+void vacc(const float* const* w, const char* vb, int64_t rb, int64_t dc, int64_t count, float* const* out, __mmask16 last,
+          const float* dv) {
   const float* wq[NQ];
   float* oq[NQ];
   for (int q = 0; q < NQ; ++q) wq[q] = w[q], oq[q] = out[q];
@@ -217,7 +289,16 @@ void vacc(const float* const* w, const char* vb, int64_t rb, int64_t dc, int64_t
     const char* row = vb + i * rb;
     __m512 vv[NV];
 #pragma GCC unroll 4
-    for (int v = 0; v < NV; ++v) vv[v] = load_dims<E>(row, dc + 16 * v, v == NV - 1 ? last : 0xFFFF);
+    for (int v = 0; v < NV; ++v) {
+      const __mmask16 m = v == NV - 1 ? last : 0xFFFF;
+      if constexpr (E == Elem::q8_0) {  // d * q, d from dv (a broadcast load), exact as load_dims
+        const int64_t d = dc + 16 * v;
+        const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + d / 32 * 34 + 2 + d % 32));
+        vv[v] = _mm512_maskz_mul_ps(m, _mm512_set1_ps(dv[d / 32 * 32 + i]), _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)));
+      } else {
+        vv[v] = load_dims<E>(row, dc + 16 * v, m);
+      }
+    }
 #pragma GCC unroll 8
     for (int q = 0; q < NQ; ++q) {
       const __m512 p = _mm512_set1_ps(wq[q][i]);
@@ -231,8 +312,21 @@ void vacc(const float* const* w, const char* vb, int64_t rb, int64_t dc, int64_t
     for (int v = 0; v < NV; ++v) _mm512_mask_storeu_ps(oq[q] + 16 * v, v == NV - 1 ? last : 0xFFFF, acc[q][v]);
 }
 
+// A q8_0 value block's scales (slots [0, 32) of kv head kvh in cache block `block`, Sv / 32 blocks
+// each) as f32: dv[b * 32 + slot], converted as from_f16_quiet (vcvtph2ps).
+void value_scales(const KvCache& c, int64_t block, int64_t kvh, float* dv) {
+  const char* base = c.bytes_at(false, block, kvh, 0);
+  const int64_t rb = c.rows_bytes(false, 1);
+  const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                         _mm512_set1_epi32(static_cast<int32_t>(rb)));
+  for (int64_t b = 0; b < c.v_size / 32; ++b)
+    for (int h = 0; h < 2; ++h)
+      _mm512_storeu_ps(dv + b * 32 + 16 * h,
+                       _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_i32gather_epi32(idx, base + 16 * h * rb + b * 34, 1))));
+}
+
 constexpr int kMaxNq = 6;  // rows per pass over a block's values (NQ*NV + NV <= 28 registers)
-using VaccFn = void (*)(const float* const*, const char*, int64_t, int64_t, int64_t, float* const*, __mmask16);
+using VaccFn = void (*)(const float* const*, const char*, int64_t, int64_t, int64_t, float* const*, __mmask16, const float*);
 template <Elem E, int NV>
 constexpr VaccFn vacc_fns[kMaxNq] = {vacc<E, NV, 1>, vacc<E, NV, 2>, vacc<E, NV, 3>,
                                      vacc<E, NV, 4>, vacc<E, NV, 5>, vacc<E, NV, 6>};
@@ -275,6 +369,15 @@ void attention_tile_avx512(const KvCache& c, const AttnTile& t) {
   // 1. scores, chunk by chunk; each chunk's keys are loaded for all the rows that see them
   alignas(64) float KT[kMaxTS * 16];
   const ScoresFn* sfns = scores_fns_for(S);
+  // a q8_0 cache: the rows quantized once, the chunks transposed as bytes
+  const bool q8 = elem == Elem::q8_0;
+  static thread_local std::vector<QuantRow> qrows;
+  __m512i KT8[kMaxHalfRow / 4];
+  __m512 dk[kMaxHalfRow / 32];
+  if (q8) {
+    if (static_cast<int64_t>(qrows.size()) < R) qrows.resize(static_cast<size_t>(R));
+    for (int64_t r = 0; r < R; ++r) quantize_row(A[r / nq].q + r % nq * A[r / nq].q_stride, S, &qrows[static_cast<size_t>(r)]);
+  }
   for (int64_t c0 = H > L ? L / 16 * 16 : H; c0 < H; c0 += 16) {
     int64_t active = 0;
     for (int64_t qi = 0; qi < Q; ++qi)
@@ -285,15 +388,19 @@ void attention_tile_avx512(const KvCache& c, const AttnTile& t) {
     else prefetch_rows(c, false, table[L / kKvBlock], kvh, 0, kKvBlock);
     const bool tr = S <= kMaxTS && active >= kMinTRows;
     const float* kb = nullptr;  // the chunk's f32 rows, when not transposed
-    if (tr) transpose(c, table[c0 / kKvBlock], kvh, c0 % kKvBlock, S, KT);
+    if (q8) transpose_q8(c, table[c0 / kKvBlock], kvh, c0 % kKvBlock, S, KT8, dk);
+    else if (tr) transpose(c, table[c0 / kKvBlock], kvh, c0 % kKvBlock, S, KT);
     else kb = cache_rows(Isa::avx512, c, true, table[c0 / kKvBlock], kvh, c0 % kKvBlock, 16, kconv);
     const float* qs[kMaxMr];
+    const QuantRow* qq[kMaxMr];
     float* ps[kMaxMr];
     __mmask16 ms[kMaxMr];
     float scl[kMaxMr];
     int k = 0;
     auto flush = [&] {
-      if (tr) {
+      if (q8) {
+        scores_q8_fns[k - 1](qq, KT8, dk, S, scl, ps, ms);
+      } else if (tr) {
         sfns[k - 1](qs, KT, S, scl, ps, ms);
       } else {
         for (int m = 0; m < k; ++m)
@@ -309,6 +416,7 @@ void attention_tile_avx512(const KvCache& c, const AttnTile& t) {
       for (int64_t h = 0; h < nq; ++h) {
         const int64_t r = qi * nq + h;
         qs[k] = A[qi].q + h * A[qi].q_stride, ps[k] = weights(r) + (c0 - lo), ms[k] = m, scl[k] = score_scale(A[qi]);
+        if (q8) qq[k] = &qrows[static_cast<size_t>(r)];
         if (++k == kMaxMr) flush();
       }
     }
@@ -353,6 +461,7 @@ void attention_tile_avx512(const KvCache& c, const AttnTile& t) {
   }
 
   // 3. values, block by block; rows that see the same keys of a block share the pass
+  alignas(64) float dv[kMaxHalfRow];  // a q8_0 block's value scales (value_scales)
   for (int64_t r = 0; r < R; ++r) {
     float* out = orow(r / nq, r % nq);
     for (int64_t d = 0; d < Sv; d += 16) _mm512_mask_storeu_ps(out + d, m512::tail_mask(Sv - d), _mm512_setzero_ps());
@@ -364,6 +473,7 @@ void attention_tile_avx512(const KvCache& c, const AttnTile& t) {
     if (!seen) continue;
     if (bi < (H - 1) / kKvBlock) prefetch_rows(c, false, table[bi + 1], kvh, 0, kKvBlock);  // the next block's values
     const char* vblock = c.bytes_at(false, table[bi], kvh, 0);  // rows converted as vacc loads them
+    if (elem == Elem::q8_0) value_scales(c, table[bi], kvh, dv);
     for (int64_t dc = 0; dc < Sv; dc += 64) {
       const int64_t rem = std::min<int64_t>(64, Sv - dc);
       const int nv = static_cast<int>((rem + 15) / 16);
@@ -373,7 +483,7 @@ void attention_tile_avx512(const KvCache& c, const AttnTile& t) {
       int k = 0;
       int64_t s0 = 0, s1 = 0;  // the block's slots of the rows in w / o
       auto flush = [&] {
-        if (k > 0) vacc_fn(elem, nv, k)(w, vblock + s0 * vrow, vrow, dc, s1 - s0, o, last);
+        if (k > 0) vacc_fn(elem, nv, k)(w, vblock + s0 * vrow, vrow, dc, s1 - s0, o, last, dv + s0);
         k = 0;
       };
       for (int64_t qi = 0; qi < Q; ++qi) {

@@ -7,7 +7,8 @@
 //     [B, T, H, Dv], GGML's result layout. logit_softcap c != 0 (Gemma 2) travels as
 //     SdpaAttrs::logit_softcap: each score is c * tanh(q·k * (scale / c)) before the mask is added,
 //     as ggml computes it. ALiBi (max_bias != 0) is not supported. An f16 k / v (an f16 KV
-//     cache) is converted to f32 first (exactly), so the attention arithmetic is the f32 one.
+//     cache) is converted to f32 first (exactly), so the attention arithmetic is the f32 one; a
+//     q8_0 k (a q8_0 cache) too, with SdpaAttrs::q8_0_scores (llama.cpp's q8_0 dot products).
 #include <cmath>
 #include <string>
 
@@ -34,9 +35,11 @@ Result<ir::Value> translate_FLASH_ATTN_EXT(TranslateContext& c) {
   if (c.n_src() >= 4) mask = c.in(3);
   float scale = p.scale;
   if (scale == 0.0f) return c.error("scale 0 is not supported (the IR reads 0 as 1/sqrt(D))");
-  // an f16 KV cache (builder::BuildOptions::kv_type) is read as f32: exact, and the attention the same
+  // an f16 KV cache (builder::BuildOptions::kv_type) is read as f32: exact, and the attention the
+  // same; a q8_0 k too, its scores then in q8_0 arithmetic (llama.cpp's FLASH_ATTN_EXT on a q8_0 k)
   auto f32 = [](ir::Value x) { return x.type() == ir::ElementType::f32 ? x : ir::Value(ir::ops::convert(x, ir::ElementType::f32)); };
-  auto o = ir::ops::sdpa(f32(c.in(0)), f32(c.in(1)), f32(c.in(2)), mask, false, scale, p.logit_softcap);  // [B, H, T, Dv]
+  const bool q8_0_scores = c.in(1).type() == ir::ElementType::q8_0;
+  auto o = ir::ops::sdpa(f32(c.in(0)), f32(c.in(1)), f32(c.in(2)), mask, false, scale, p.logit_softcap, q8_0_scores);  // [B, H, T, Dv]
   return ir::Value(ir::ops::transpose(o, {0, 2, 1, 3}));                           // [B, T, H, Dv]
 }
 

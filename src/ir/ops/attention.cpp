@@ -4,7 +4,8 @@
 // keys j <= i + (Tk - Tq) (queries are the last Tq positions). scale 0 means 1/sqrt(S).
 // logit_softcap c != 0 (Gemma 2): each score is c * tanh(dot * (scale / c)) before the mask is
 // added (ggml's FLASH_ATTN_EXT order). Per query row (attention_row.h): scores in f32, max, exp,
-// sum in key order, weighted sum of v in key order; a row that sees no key is 0.
+// sum in key order, weighted sum of v in key order; a row that sees no key is 0. q8_0_scores: the
+// scores in q8_0 arithmetic (attention_score_q8).
 #include <cmath>
 #include <limits>
 
@@ -75,17 +76,26 @@ Outs eval_ScaledDotProductAttention(const Node& n, std::span<const Tensor> in) {
     bool_mask = in[3].type() == ElementType::boolean;
   }
   const float ninf = -std::numeric_limits<float>::infinity();
+  if (a.q8_0_scores && S % gguf::kQ8_0Block != 0)
+    return kernel_error(n, "q8_0 scores need a head size that is a multiple of 32, got " + std::to_string(S));
   std::vector<float> out(static_cast<size_t>(B * Hq * Tq * Sv)), sc(Tk);
+  std::vector<Q8Row> k8;  // a q8_0 head's key rows, once per kv head
   for (int64_t b = 0; b < B; ++b)
     for (int64_t h = 0; h < Hq; ++h) {
       int64_t hk = h / group;
       const float* K = k.data() + (b * Hk + hk) * Tk * S;
       const float* V = v.data() + (b * Hk + hk) * Tk * Sv;
+      if (a.q8_0_scores && h % group == 0) {
+        k8.clear();
+        for (int64_t j = 0; j < Tk; ++j) k8.push_back(q8_row(K + j * S, S));
+      }
       for (int64_t i = 0; i < Tq; ++i) {
         const float* Q = q.data() + ((b * Hq + h) * Tq + i) * S;
+        const Q8Row q8 = a.q8_0_scores ? q8_row(Q, S) : Q8Row{};
         sc.assign(static_cast<size_t>(Tk), 0.0f);
         for (int64_t j = 0; j < Tk; ++j) {
-          float s = attention_score(Q, K + j * S, S, scale, a.logit_softcap);  // capped, then the mask
+          float s = a.q8_0_scores ? attention_score_q8(q8, k8[j], scale, a.logit_softcap)
+                                  : attention_score(Q, K + j * S, S, scale, a.logit_softcap);  // capped, then the mask
           if (!mmap.empty()) {
             float m = mask[mmap[((b * Hq + h) * Tq + i) * Tk + j]];
             s = bool_mask ? (m != 0.0f ? s : ninf) : s + m;

@@ -31,7 +31,8 @@
 // new token of the step; then each (t, head h) attends to the keys at positions 0..p of its
 // sequence (minus those outside the sliding window), kv head h / (Hq / Hkv). The per-row
 // arithmetic is exactly ScaledDotProductAttention's (ops/attention.cpp): dot product over d in
-// order, times scale (or soft-capped: c · tanh(dot · (scale / c))), plus the additive mask value 0, max / exp / sum over keys in position order,
+// order, times scale (or soft-capped: c · tanh(dot · (scale / c))); over a q8_0 cache the dot in
+// q8_0 arithmetic (attention_score_q8, as SDPA with q8_0_scores); plus the additive mask value 0, max / exp / sum over keys in position order,
 // f32 accumulation of weight · v in position order, one division. Keys that SDPA masks with -inf
 // contribute exactly 0 there, so skipping them here gives the same bits.
 #include <algorithm>
@@ -200,9 +201,11 @@ Outs eval_PagedAttention(const Node& n, std::span<const Tensor> in) {
       const int64_t nk = static_cast<int64_t>(krow.size());
       sc.assign(nk, 0.0f);
       const float* Q = q.data() + (t * Hq + h) * S;
+      const Q8Row q8r = q8 ? q8_row(Q, S) : Q8Row{};  // a q8_0 cache: q8_0 scores, as SdpaAttrs::q8_0_scores
       for (int64_t j = 0; j < nk; ++j) {
         const float m = alibi.empty() ? 0.0f : alibi[h] * static_cast<float>(lo + j - p);
-        sc[j] = attention_score(Q, row(kc_out, krow[j], S, kbuf), S, scale, softcap) + m;  // SDPA adds its mask value here
+        const float* K = row(kc_out, krow[j], S, kbuf);
+        sc[j] = (q8 ? attention_score_q8(q8r, q8_row(K, S), scale, softcap) : attention_score(Q, K, S, scale, softcap)) + m;  // SDPA adds its mask value here
       }
       attend_row(sc, [&](int64_t j) { return row(vc_out, krow[j], Sv, vbuf); }, Sv, out.data() + (t * Hq + h) * Sv);
     }

@@ -115,6 +115,11 @@ Result<bool> SDPAToPagedAttention::run(ir::Model& m) {
                           "PagedAttention needs [B, H, S, D] with known H and D");
     if (s->attrs<ir::SdpaAttrs>().causal)
       return precondition(s->describe() + " is causal without a mask", "the GenAI graph masks with attention_mask");
+    // PagedAttention scores in q8_0 arithmetic exactly when its cache is q8_0
+    const bool q8_cache = cache_rows(k->concat->input(1)).type == ir::ElementType::q8_0;
+    if (s->attrs<ir::SdpaAttrs>().q8_0_scores != q8_cache)
+      return precondition(s->describe() + (q8_cache ? " reads a q8_0 key cache with f32 scores" : " has q8_0 scores over a key cache that is not q8_0"),
+                          "build a q8_0 KV cache with BuildOptions::kv_type, which sets both");
     layers.push_back({s, *k, *v, q[1].value(), ks[1].value(), q[3].value(), vs[3].value()});
   }
 
