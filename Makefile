@@ -6,7 +6,7 @@ PROMPT  ?= What is the capital of France? Answer in one sentence.
 FUZZ_SECONDS ?= 60
 FUZZ_TEST_SECONDS ?= 10
 
-.PHONY: all setup models configure build build-ggflow run serve cluster bench bench-requant bench-embeddings bench-structured bench-speculative bench-cluster test test-asan test-tsan fuzz clean
+.PHONY: all setup models configure build build-ggflow run serve cluster bench bench-requant bench-kv-parity bench-embeddings bench-structured bench-speculative bench-cluster test test-asan test-tsan fuzz clean
 all: build
 
 setup:
@@ -63,6 +63,12 @@ bench: configure models
 REQUANT_MODEL ?= models/qwen2.5-coder-1.5b-instruct-q4_k_m.gguf
 bench-requant: build-ggflow models
 	@.venv/bin/python bench/compare_llamacpp.py -p 0 -n 128 -r 2 --rounds 3 $$(PATH="$(CURDIR)/.venv/bin:$$PATH" JOBS=$(JOBS) bench/requantize.sh $(REQUANT_MODEL) Q8_0 Q6_K Q5_K_M)
+
+# Greedy text against llama-server with the same KV cache type (q8_0, f16) on Qwen2.5-Coder 0.5B
+# (bench/kv_parity.py): a numerics check, the common prefix of the two texts per prompt.
+bench-kv-parity: build-ggflow models
+	@PATH="$(CURDIR)/.venv/bin:$$PATH" JOBS=$(JOBS) bench/install_llamacpp.sh >/dev/null
+	@.venv/bin/python bench/kv_parity.py models/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf
 
 # Decode with a JSON-Schema constraint against free decoding, ggflow serve and llama-server, 1 and
 # 8 streams (bench/structured_decode.py; docs/BENCHMARKS.md). On an idle machine.
