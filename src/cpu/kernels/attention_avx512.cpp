@@ -3,18 +3,20 @@
 //   scores: per 16-key chunk (slots 0-15 or 16-31 of a block), for the rows whose range meets it:
 //           - few rows: per row, one register of 16 partial sums per key, then a transposed
 //             reduction doing exactly tree16's additions for the 16 keys (reduce16x16);
-//           - many rows: the chunk is transposed once (KT[d] = dim d of the 16 keys; an f16 or
-//             q8_0 cache's rows converted as they load); per row,
+//           - many rows: the chunk is transposed once (KT[d] = dim d of the 16 keys; an f16
+//             cache's rows converted as they load); per row,
 //             partial i of all 16 keys is one register, FMA chain over d = i, i+16, ... from +0,
 //             and tree16 adds the 16 registers lane-wise (scores_t), 4 rows at a time sharing the
 //             KT loads;
+//           - a q8_0 cache, any rows: the chunk transposed as bytes (transpose_q8), per row one
+//             dpbusd chain per 32-value block (scores_q8);
 //           scores outside a row's range are never stored; the scale is detail::score_scale
 //           (scale, or scale / softcap);
 //   soft-cap: per row with softcap != 0, s = softcap * tanh(s) over its stored scores (m512::tanh);
 //   weights: per row, as softmax (16 partial sums over keys);
 //   values: per block, lanes over d, 64 dims (4 registers) of up to 6 rows per pass over the
 //           block's keys (rows that see the same keys of the block; an f16 or q8_0 cache's rows
-//           converted as they load), the running sums kept in the
+//           converted as they load, a q8_0 block's scales once), the running sums kept in the
 //           output rows between blocks.
 #include <algorithm>
 #include <cstring>
@@ -76,20 +78,13 @@ enum class Elem { f32, f16, q8_0 };
 Elem elem_of(const KvCache& c) { return c.q8() ? Elem::q8_0 : c.half() ? Elem::f16 : Elem::f32; }
 
 // Dims [d, d + 16) of the K or V row at `row` (its first byte) as f32 under mask m, zeros outside:
-// loaded in place (f32) or converted as loaded (f16: vcvtph2ps; q8_0: d * q, d a multiple of 16
-// and the row of whole 32-value blocks): the values cache_rows gives.
+// loaded in place (f32) or converted as loaded (f16: vcvtph2ps): the values cache_rows gives. (A
+// q8_0 cache's keys are transposed as bytes, transpose_q8; its values converted in vacc.)
 template <Elem E>
 GGFLOW_INLINE __m512 load_dims(const char* row, int64_t d, __mmask16 m) {
+  static_assert(E != Elem::q8_0);
   if constexpr (E == Elem::f32) return _mm512_maskz_loadu_ps(m, reinterpret_cast<const float*>(row) + d);
-  if constexpr (E == Elem::f16) return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, reinterpret_cast<const uint16_t*>(row) + d));
-  if constexpr (E == Elem::q8_0) {
-    const uint8_t* b = reinterpret_cast<const uint8_t*>(row) + d / 32 * 34;
-    uint16_t h;
-    std::memcpy(&h, b, 2);
-    const __m512 sc = _mm512_broadcastss_ps(_mm_cvtph_ps(_mm_cvtsi32_si128(h)));
-    const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + 2 + d % 32));
-    return _mm512_maskz_mul_ps(m, sc, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)));
-  }
+  else return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, reinterpret_cast<const uint16_t*>(row) + d));
 }
 
 // KT[d*16 + k] = dim d of key row k, d < round_up(S, 16) (dims past S are zero); load(k, d0, m):
@@ -132,8 +127,8 @@ void transpose_chunk(const KvCache& c, int64_t block, int64_t kvh, int64_t slot,
   transpose_rows([&](int k, int64_t d0, __mmask16 m) { return load_dims<E>(base + k * rb, d0, m); }, S, KT);
 }
 using TransposeFn = void (*)(const KvCache&, int64_t, int64_t, int64_t, int64_t, float*);
-TransposeFn transpose_fn(Elem e) {
-  return e == Elem::q8_0 ? transpose_chunk<Elem::q8_0> : e == Elem::f16 ? transpose_chunk<Elem::f16> : transpose_chunk<Elem::f32>;
+TransposeFn transpose_fn(Elem e) {  // f32 or f16 (a q8_0 chunk: transpose_q8)
+  return e == Elem::f16 ? transpose_chunk<Elem::f16> : transpose_chunk<Elem::f32>;
 }
 
 // acc_i + acc_{i+8} (tree16's first level) for MR rows, lanes over the chunk's 16 keys:
@@ -201,6 +196,14 @@ const ScoresFn* scores_fns_for(int64_t S) {
 
 // ---- q8_0 scores (attention.h): integer dot products per 32-value block
 
+// The f16 scales of 16 q8_0 blocks at p + k * rb (k < 16) as f32, lane k (vcvtph2ps: as
+// from_f16_quiet).
+inline __m512 scales16(const void* p, int64_t rb) {
+  const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                         _mm512_set1_epi32(static_cast<int32_t>(rb)));
+  return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_i32gather_epi32(idx, p, 1)));
+}
+
 // A 16-key chunk of a q8_0 cache as bytes, lanes over keys: KT8[g] lane k = dims [4g, 4g + 4) of
 // key k's codes + 128 (unsigned), g < S / 4; dk[b] lane k = key k's scale of block b, as f32.
 // Per block, the 16 keys' 32 code bytes go in as 8 registers of two keys (k | k + 4, k < 4;
@@ -208,13 +211,11 @@ const ScoresFn* scores_fns_for(int64_t S) {
 void transpose_q8(const KvCache& c, int64_t block, int64_t kvh, int64_t slot, int64_t S, __m512i* KT8, __m512* dk) {
   const uint8_t* base = reinterpret_cast<const uint8_t*>(c.bytes_at(true, block, kvh, slot));
   const int64_t rb = c.rows_bytes(true, 1);
-  const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                         _mm512_set1_epi32(static_cast<int32_t>(rb)));
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
   constexpr int lo_key[8] = {0, 1, 2, 3, 8, 9, 10, 11};
   for (int64_t b = 0; b < S / 32; ++b) {
     const uint8_t* p = base + b * 34;
-    dk[b] = _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_i32gather_epi32(idx, p, 1)));
+    dk[b] = scales16(p, rb);
     __m512i z[8], t[8], u[8];
     for (int i = 0; i < 8; ++i)
       z[i] = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 2 + lo_key[i] * rb))),
@@ -291,7 +292,7 @@ void vacc(const float* const* w, const char* vb, int64_t rb, int64_t dc, int64_t
 #pragma GCC unroll 4
     for (int v = 0; v < NV; ++v) {
       const __mmask16 m = v == NV - 1 ? last : 0xFFFF;
-      if constexpr (E == Elem::q8_0) {  // d * q, d from dv (a broadcast load), exact as load_dims
+      if constexpr (E == Elem::q8_0) {  // d * q, d from dv (a broadcast load): exact, as cache_rows
         const int64_t d = dc + 16 * v;
         const __m128i q = _mm_loadu_si128(reinterpret_cast<const __m128i*>(row + d / 32 * 34 + 2 + d % 32));
         vv[v] = _mm512_maskz_mul_ps(m, _mm512_set1_ps(dv[d / 32 * 32 + i]), _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(q)));
@@ -317,12 +318,8 @@ void vacc(const float* const* w, const char* vb, int64_t rb, int64_t dc, int64_t
 void value_scales(const KvCache& c, int64_t block, int64_t kvh, float* dv) {
   const char* base = c.bytes_at(false, block, kvh, 0);
   const int64_t rb = c.rows_bytes(false, 1);
-  const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                         _mm512_set1_epi32(static_cast<int32_t>(rb)));
   for (int64_t b = 0; b < c.v_size / 32; ++b)
-    for (int h = 0; h < 2; ++h)
-      _mm512_storeu_ps(dv + b * 32 + 16 * h,
-                       _mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_i32gather_epi32(idx, base + 16 * h * rb + b * 34, 1))));
+    for (int h = 0; h < 2; ++h) _mm512_storeu_ps(dv + b * 32 + 16 * h, scales16(base + 16 * h * rb + b * 34, rb));
 }
 
 constexpr int kMaxNq = 6;  // rows per pass over a block's values (NQ*NV + NV <= 28 registers)
@@ -359,7 +356,7 @@ void attention_tile_avx512(const KvCache& c, const AttnTile& t) {
   for (int64_t qi = 0; qi < Q; ++qi)
     if (pl[qi].n > 0) L = std::min(L, pl[qi].lo), H = std::max(H, pl[qi].lo + pl[qi].n);
 
-  // an f16 or q8_0 cache's K chunk as f32 where it is not transposed as it loads (check_cache: rows
+  // an f16 cache's K chunk as f32 where it is not transposed as it loads (check_cache: rows
   // of at most kMaxHalfRow)
   alignas(64) float kconv[16 * kMaxHalfRow];
   const Elem elem = elem_of(c);
