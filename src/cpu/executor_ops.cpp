@@ -728,14 +728,7 @@ Status Executor::Impl::sdpa(Step& s, bool* done) {
     for (int64_t j = 0; j < Tk; ++j) {
       const float* kr = reinterpret_cast<const float*>(k.data) + h * k.stride[r - 3] + j * k.stride[r - 2];
       const float* vr = reinterpret_cast<const float*>(v.data) + h * v.stride[r - 3] + j * v.stride[r - 2];
-      const int64_t blk = j / kKvBlock, slot = j % kKvBlock;
-      if (a.q8_0_scores) {
-        to_q8_0(isa, kr, S, cache.k8 + cache.elem_bytes(cache.at(true, blk, h, slot)));
-        to_q8_0(isa, vr, Sv, cache.v8 + cache.elem_bytes(cache.at(false, blk, h, slot)));
-      } else {
-        std::memcpy(cache.k + cache.at(true, blk, h, slot), kr, static_cast<size_t>(S) * 4);
-        std::memcpy(cache.v + cache.at(false, blk, h, slot), vr, static_cast<size_t>(Sv) * 4);
-      }
+      kv_write_head(isa, cache, j / kKvBlock, h, j % kKvBlock, kr, vr);
     }
   int64_t shape[exec::kMaxRank];
   for (int i = 0; i < r; ++i) shape[i] = q.shape[i];

@@ -43,8 +43,9 @@ Status check_cache(const KvCache& c) {
 
 int64_t query_scratch(int64_t nq, const detail::AttnPlan& pl) { return nq * (pl.np + 17); }
 
-// Kv head h's K row k and V row v into slot `slot` of cache block `block` (checked by the caller).
-void write_head(Isa isa, const KvCache& c, int64_t block, int64_t h, int64_t slot, const float* k, const float* v) {
+}  // namespace
+
+void kv_write_head(Isa isa, const KvCache& c, int64_t block, int64_t h, int64_t slot, const float* k, const float* v) {
   const int64_t ka = c.at(true, block, h, slot), va = c.at(false, block, h, slot);
   if (c.q8()) {
     to_q8_0(isa, k, c.head_size, c.k8 + c.elem_bytes(ka));
@@ -57,6 +58,8 @@ void write_head(Isa isa, const KvCache& c, int64_t block, int64_t h, int64_t slo
     std::memcpy(c.v + va, v, static_cast<size_t>(c.v_size) * sizeof(float));
   }
 }
+
+namespace {
 
 // Checks a query against the cache and its table (not the scratch); resolves lo and n.
 Result<detail::AttnPlan> plan(const KvCache& c, const AttentionQuery& a) {
@@ -327,7 +330,7 @@ Status attention_rows(Isa isa, const KvCache& c, const AttentionBatch& b, int64_
     if (!b.k_new) return;
     const AttentionQuery a = query(t, v);
     const int64_t pos = b.positions[t];
-    write_head(isa, c, a.block_table[pos / kKvBlock], a.kv_head, pos % kKvBlock,
+    kv_write_head(isa, c, a.block_table[pos / kKvBlock], a.kv_head, pos % kKvBlock,
                b.k_new + (t * c.kv_heads + a.kv_head) * c.head_size, b.v_new + (t * c.kv_heads + a.kv_head) * c.v_size);
   };
   // per (kv head, part), its tokens in [i0, i1) in order; tiles break where the sequence changes
@@ -381,7 +384,7 @@ Status kv_write(Isa isa, const KvCache& c, const int32_t* block_table, int64_t t
   if (b < 0 || b >= c.num_blocks)
     return make_error("kv_write: block index " + std::to_string(b) + " outside the cache's " + std::to_string(c.num_blocks) + " blocks");
   for (int64_t h = 0; h < c.kv_heads; ++h)
-    write_head(isa, c, b, h, pos % kKvBlock, k + h * c.head_size, v + h * c.v_size);
+    kv_write_head(isa, c, b, h, pos % kKvBlock, k + h * c.head_size, v + h * c.v_size);
   return {};
 }
 

@@ -195,6 +195,9 @@ Status attention_rows(Isa isa, const KvCache& cache, const AttentionBatch& b, in
 // whose sequence or blocks fall outside the batch or the cache are skipped.
 void queue_rows(const KvCache& c, const AttentionBatch& b, int64_t i0, int64_t i1, SidePrefetch& q);
 
+// Writes kv head kvh's K row k [head_size] and V row v [v_size] into slot `slot` of cache block
+// `block` (unchecked: kv_write checks), rounded as kv_write rounds.
+void kv_write_head(Isa isa, const KvCache& cache, int64_t block, int64_t kvh, int64_t slot, const float* k, const float* v);
 // Writes one token's k [kv_heads * head_size] and v [kv_heads * v_size] rows at position `pos`;
 // into an f16 cache rounded as gguf::f32_to_f16 (NaN -> sign | 0x7E00), into a q8_0 cache
 // quantized per head row as gguf::quantize_q8_0 (to_q8_0), on every ISA bit for bit.
