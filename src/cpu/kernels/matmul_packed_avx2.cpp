@@ -283,9 +283,11 @@ inline __m256i q4k_pair16(const __m256i* S, int j) {
   return _mm256_or_si256(v, _mm256_slli_epi32(v, 16));
 }
 
-// TT tokens (<= 4) of half h. TT <= 2: a code dword's two nibbles serve sub-blocks 2p and 2p+1
-// at once (each token: two int16 sums, isum, acc); TT 3-4: one sub-block at a time (each code
-// dword loaded twice, from L1), so each token keeps one int16 sum, isum and acc in registers.
+// TT tokens (<= 8) of half h. TT <= 2: a code dword's two nibbles serve sub-blocks 2p and 2p+1
+// at once (each token: two int16 sums, isum, acc); TT 3-8: one sub-block at a time (each code
+// dword loaded twice, from L1), so each token keeps one int16 sum in a register (isum and acc
+// too up to 4 tokens; beyond, those go to L1, touched once per sub-block and super-block). The
+// more tokens share a decoded code register, the fewer decoding uops per vpmaddubsw.
 template <int TT>
 void tile_q4k(const uint8_t* G, int h, int64_t nb, const uint8_t* X, size_t xrb, float* C, int64_t ldc, __m256i mask,
               Prefetch pf) {
@@ -432,15 +434,16 @@ void tile_q6k(const uint8_t* G, int h, int64_t nb, const uint8_t* X, size_t xrb,
 
 using TileK = void (*)(const uint8_t*, int, int64_t, const uint8_t*, size_t, float*, int64_t, __m256i, Prefetch);
 
-// The super-block types: tiles[k] runs k+1 tokens (up to 4) of a half; 4 pf.step() per super-block.
-void gemm_k(const TileK* tiles, size_t block_bytes, const uint8_t* P, int64_t K, const uint8_t* X, size_t xrb, int64_t T,
-            float* C, int64_t ldc, int64_t n0, int64_t n1) {
+// The super-block types: tiles[k] runs k+1 tokens (up to `widest`) of a half; 4 pf.step() per
+// super-block.
+void gemm_k(const TileK* tiles, int widest, size_t block_bytes, const uint8_t* P, int64_t K, const uint8_t* X,
+            size_t xrb, int64_t T, float* C, int64_t ldc, int64_t n0, int64_t n1) {
   const int64_t nb = K / 256;
   for_halves(P, static_cast<size_t>(nb) * block_bytes, 4 * nb, C, n0, n1,
              [&](const uint8_t* G, int h, __m256i mask, float* c0, Prefetch first, Prefetch later) {
-               for (int64_t t0 = 0; t0 < T; t0 += 4)
-                 tiles[(T - t0 < 4 ? T - t0 : 4) - 1](G, h, nb, X + t0 * xrb, xrb, c0 + t0 * ldc, ldc, mask,
-                                                      t0 == 0 ? first : later);
+               for (int64_t t0 = 0; t0 < T; t0 += widest)
+                 tiles[(T - t0 < widest ? T - t0 : widest) - 1](G, h, nb, X + t0 * xrb, xrb, c0 + t0 * ldc, ldc, mask,
+                                                                t0 == 0 ? first : later);
              });
 }
 
@@ -455,13 +458,14 @@ bool matmul_packed_avx2(GgmlType t, const uint8_t* P, int64_t K, const uint8_t* 
     case GgmlType::Q5_1: gemm<PQ5_1>(P, K, X, xrb, T, C, ldc, n0, n1); return true;
     case GgmlType::Q8_0: gemm<PQ8_0>(P, K, X, xrb, T, C, ldc, n0, n1); return true;
     case GgmlType::Q4_K: {
-      static constexpr TileK q4k[4] = {tile_q4k<1>, tile_q4k<2>, tile_q4k<3>, tile_q4k<4>};
-      gemm_k(q4k, kQ4kBytes, P, K, X, xrb, T, C, ldc, n0, n1);
+      static constexpr TileK q4k[8] = {tile_q4k<1>, tile_q4k<2>, tile_q4k<3>, tile_q4k<4>,
+                                       tile_q4k<5>, tile_q4k<6>, tile_q4k<7>, tile_q4k<8>};
+      gemm_k(q4k, 8, kQ4kBytes, P, K, X, xrb, T, C, ldc, n0, n1);
       return true;
     }
     case GgmlType::Q6_K: {
       static constexpr TileK q6k[4] = {tile_q6k<1>, tile_q6k<2>, tile_q6k<3>, tile_q6k<4>};
-      gemm_k(q6k, kQ6kBytes, P, K, X, xrb, T, C, ldc, n0, n1);
+      gemm_k(q6k, 4, kQ6kBytes, P, K, X, xrb, T, C, ldc, n0, n1);
       return true;
     }
     default: return false;
