@@ -375,11 +375,13 @@ inline __m256i q6_code(__m256i a, __m256i QH, __m256i m0f, __m256i m30) {
 inline __m256i q6k_pairs(const uint8_t* p, int h, int pr) {
   return _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 32 + 32 * pr + 16 * h)));
 }
-// Sub-block j's scale of each lane in both int16 halves of its dword.
+// Sub-block j's scale of each lane in both int16 halves of its dword: the pair's int16 half j % 2
+// copied to the other by one vpshufb.
 inline __m256i q6k_scale16(const uint8_t* p, int h, int j) {
-  const __m256i pair = q6k_pairs(p, h, j / 2);
-  const __m256i v = j % 2 ? _mm256_srai_epi32(pair, 16) : _mm256_srai_epi32(_mm256_slli_epi32(pair, 16), 16);
-  return _mm256_or_si256(_mm256_and_si256(v, _mm256_set1_epi32(0xFFFF)), _mm256_slli_epi32(v, 16));
+  const __m256i even = _mm256_setr_epi8(0, 1, 0, 1, 4, 5, 4, 5, 8, 9, 8, 9, 12, 13, 12, 13, 0, 1, 0, 1, 4, 5, 4, 5, 8,
+                                        9, 8, 9, 12, 13, 12, 13);
+  const __m256i odd = _mm256_add_epi8(even, _mm256_set1_epi8(2));
+  return _mm256_shuffle_epi8(q6k_pairs(p, h, j / 2), j % 2 ? odd : even);
 }
 
 // TT tokens (<= 4) of half h, one sub-block at a time: each token keeps two int16 sums, isum and acc.
