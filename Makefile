@@ -6,7 +6,7 @@ PROMPT  ?= What is the capital of France? Answer in one sentence.
 FUZZ_SECONDS ?= 60
 FUZZ_TEST_SECONDS ?= 10
 
-.PHONY: all setup models configure build build-ggflow run serve cluster bench bench-requant bench-kv-parity bench-embeddings bench-structured bench-speculative bench-cluster test test-asan test-tsan fuzz clean
+.PHONY: all setup models configure build build-ggflow run serve cluster bench bench-avx2 bench-requant bench-kv-parity bench-embeddings bench-structured bench-speculative bench-cluster test test-asan test-tsan fuzz clean
 all: build
 
 setup:
@@ -57,6 +57,14 @@ bench: configure models
 	@cmake --build $(BUILD) -j$(JOBS) --target ggflow matmul_kernels
 	@PATH="$(CURDIR)/.venv/bin:$$PATH" JOBS=$(JOBS) bench/install_llamacpp.sh >/dev/null
 	@.venv/bin/python bench/compare_llamacpp.py --rounds $(BENCH_ROUNDS) $(BENCH_ARGS) $(BENCH_MODELS)
+
+# The same comparison on both tools' AVX2 paths, on an AVX-512 host standing in for an AVX2-only
+# one: ggflow under GGFLOW_ISA=avx2, llama.cpp built for AVX2 without AVX-512 or AVX-VNNI
+# (LLAMA_ISA=avx2 bench/install_llamacpp.sh, a second build of about 10 minutes the first time).
+bench-avx2: configure models
+	@cmake --build $(BUILD) -j$(JOBS) --target ggflow matmul_kernels
+	@PATH="$(CURDIR)/.venv/bin:$$PATH" JOBS=$(JOBS) LLAMA_ISA=avx2 bench/install_llamacpp.sh >/dev/null
+	@.venv/bin/python bench/compare_llamacpp.py --isa avx2 --rounds $(BENCH_ROUNDS) $(BENCH_ARGS) $(BENCH_MODELS)
 
 # Decode on the 1.5B file requantized with llama.cpp's llama-quantize to Q8_0, Q6_K and Q5_K_M
 # (bench/requantize.sh, kept in ~/.cache/ggflow/requantized), against llama.cpp on each file.

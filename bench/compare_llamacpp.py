@@ -2,7 +2,8 @@
 """ggflow bench against llama.cpp's llama-bench: same .gguf file, same thread count, one run.
 
     bench/compare_llamacpp.py [--ggflow build/ggflow] [--llama-bench PATH] [-t 2] [-p 512] [-n 128]
-                              [-r 3] [--rounds 2] [--batch 8] [-d 4096] [--kv-type f16] MODEL.gguf [...]
+                              [-r 3] [--rounds 2] [--batch 8] [-d 4096] [--kv-type f16] [--isa avx2]
+                              MODEL.gguf [...]
 
 llama-bench comes from bench/install_llamacpp.sh (llama.cpp's own tools, built outside the
 repository from the source llama-cpp-python vendors); without --llama-bench the script runs it.
@@ -17,6 +18,9 @@ xB / x1 (ggflow's bench alternates its batch sizes repetition by repetition).
 With -d D both tools run pp and tg after D tokens of context ("pp<P> @ d<D>", llama-bench's -d).
 --kv-type f16 gives ggflow llama.cpp's default KV cache type (llama-bench's cache is f16; ggflow's
 default is f32); --kv-type q8_0 gives both tools a q8_0 cache (llama-bench -ctk q8_0 -ctv q8_0 -fa 1).
+--isa avx2 measures both tools' AVX2 paths on an AVX-512 host, standing in for an AVX2-only host:
+ggflow under GGFLOW_ISA=avx2 (no AVX-512, no VNNI, no AMX) and llama-bench built for AVX2 without
+AVX-512 or AVX-VNNI (LLAMA_ISA=avx2 bench/install_llamacpp.sh).
 Prints the host first (CPU model, SIMD flags, transparent huge pages, the vCPUs' core topology as
 the guest sees it, read bandwidth measured by build/bench/matmul_kernels when it is built), then a Markdown table: llama.cpp t/s, ggflow t/s, the
 ratio ggflow / llama.cpp (> 1: ggflow is faster) and each tool's spread over the rounds ((max - min)
@@ -35,10 +39,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def llama_bench_path(given):
+def llama_bench_path(given, isa):
     if given:
         return given
-    out = subprocess.run([str(ROOT / "bench" / "install_llamacpp.sh")], check=True, capture_output=True, text=True)
+    env = dict(os.environ, LLAMA_ISA=isa or "native")
+    out = subprocess.run([str(ROOT / "bench" / "install_llamacpp.sh")], check=True, capture_output=True, text=True,
+                         env=env)
     return str(Path(out.stdout.strip().splitlines()[-1]) / "llama-bench")
 
 
@@ -80,7 +86,8 @@ def run_ggflow(bin_, model, a):
         cmd += ["-d", str(a.depth)]
     if a.kv_type:
         cmd += ["--kv-type", a.kv_type]
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    env = dict(os.environ, GGFLOW_ISA=a.isa) if a.isa else None
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env).stdout
     return {rec["test"]: rec["avg_ts"] for rec in json.loads(out)}
 
 
@@ -164,12 +171,14 @@ def main():
     ap.add_argument("--batch", type=int, default=0)
     ap.add_argument("-d", "--depth", type=int, default=0, help="context tokens before each test (llama-bench -d)")
     ap.add_argument("--kv-type", help="ggflow's KV cache type (f32 default, f16: llama.cpp's default; q8_0: both tools)")
+    ap.add_argument("--isa", choices=["avx2"], help="both tools on their AVX2 paths (see above)")
     ap.add_argument("models", nargs="+")
     a = ap.parse_args()
-    lb = llama_bench_path(a.llama_bench)
+    lb = llama_bench_path(a.llama_bench, a.isa)
     for line in host_lines(a.ggflow):
         print(line)
-    print(f"{a.threads} threads; {a.rounds} rounds, alternating; llama-bench: {lb}\n")
+    isa = "; both tools on AVX2 only (GGFLOW_ISA=avx2, llama.cpp built without AVX-512)" if a.isa else ""
+    print(f"{a.threads} threads; {a.rounds} rounds, alternating; llama-bench: {lb}{isa}\n")
     print("| model | test | llama.cpp t/s | ggflow t/s | ggflow / llama.cpp | llama.cpp spread | ggflow spread |")
     print("|---|---|---:|---:|---:|---:|---:|")
     steal_notes = []

@@ -519,13 +519,14 @@ Result<std::span<const ir::Tensor>> Executor::Impl::run(std::span<const ir::Tens
   pending.clear();
   ++run_count;
   if (profile) {
-    ++profile_runs;
+    ProfileTable& table = profile_tables[token_param >= 0 ? params[size_t(token_param)].numel() : -1];
+    ++table.runs;
     for (Step& s : steps) {
       const auto t0 = std::chrono::steady_clock::now();
       if (auto st = exec(s, params, state, writable); !st) return st.error();
       const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       if (s.kind == Kind::constant) continue;
-      auto& e = profile_ops[profile_key(s)];  // after the clock: the key's string is not the step's time
+      auto& e = table.ops[profile_key(s)];  // after the clock: the key's string is not the step's time
       e.first += seconds;
       ++e.second;
     }
@@ -550,17 +551,20 @@ Result<std::span<const ir::Tensor>> Executor::Impl::run(std::span<const ir::Tens
 
 Executor::Executor(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Executor::~Executor() {
-  if (!impl_ || !impl_->profile || impl_->profile_runs == 0) return;
-  std::vector<std::pair<double, std::string>> rows;
-  double total = 0;
-  for (const auto& [op, e] : impl_->profile_ops) rows.emplace_back(e.first, op), total += e.first;
-  std::sort(rows.rbegin(), rows.rend());
-  std::fprintf(stderr, "ggflow profile: %lld runs, %.3f ms per run\n", static_cast<long long>(impl_->profile_runs),
-               1e3 * total / static_cast<double>(impl_->profile_runs));
-  for (const auto& [t, op] : rows)
-    std::fprintf(stderr, "  %-36s %8.3f ms per run  %5.1f%%  (%lld calls)\n", op.c_str(),
-                 1e3 * t / static_cast<double>(impl_->profile_runs), 100 * t / total,
-                 static_cast<long long>(impl_->profile_ops[op].second));
+  if (!impl_ || !impl_->profile) return;
+  for (const auto& [tokens, table] : impl_->profile_tables) {
+    std::vector<std::pair<double, std::string>> rows;
+    double total = 0;
+    for (const auto& [op, e] : table.ops) rows.emplace_back(e.first, op), total += e.first;
+    std::sort(rows.rbegin(), rows.rend());
+    const std::string what = tokens < 0 ? "" : " of " + std::to_string(tokens) + (tokens == 1 ? " token" : " tokens");
+    std::fprintf(stderr, "ggflow profile: %lld runs%s, %.3f ms per run\n", static_cast<long long>(table.runs),
+                 what.c_str(), 1e3 * total / static_cast<double>(table.runs));
+    for (const auto& [t, op] : rows)
+      std::fprintf(stderr, "  %-36s %8.3f ms per run  %5.1f%%  (%lld calls)\n", op.c_str(),
+                   1e3 * t / static_cast<double>(table.runs), 100 * t / total,
+                   static_cast<long long>(table.ops.at(op).second));
+  }
 }
 
 std::shared_ptr<ThreadPool> make_thread_pool(int threads) {
@@ -577,6 +581,9 @@ Result<std::unique_ptr<Executor>> Executor::create(const ir::Model& model, const
   const char* prof = std::getenv("GGFLOW_PROFILE");
   impl->profile = prof && (std::string(prof) == "1" || std::string(prof) == "2");
   impl->profile_detail = prof && std::string(prof) == "2";
+  const auto& ps = model.parameters();
+  for (size_t i = 0; i < ps.size() && impl->token_param < 0; ++i)
+    if (ps[i]->name() == "input_ids" || ps[i]->name() == "inp_tokens") impl->token_param = static_cast<int>(i);
   impl->pool = options.pool ? options.pool : make_thread_pool(options.threads);
   if (auto s = impl->compile(model); !s) return s.error();
   return std::unique_ptr<Executor>(new Executor(std::move(impl)));

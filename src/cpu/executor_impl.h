@@ -123,11 +123,16 @@ struct Executor::Impl {
   int64_t fallbacks = 0;
   std::vector<ir::Tensor> fallback_out;  // per value: the output of a reference step (Val::hold points here)
   std::vector<ir::Tensor> results;       // the last run's results (kept: the next one reuses unchanged views)
-  // GGFLOW_PROFILE=1: seconds and calls per op (native or fallback), printed when the executor ends;
-  // 2: matmuls by weight type and shape.
+  // GGFLOW_PROFILE=1: seconds and calls per op (native or fallback), printed when the executor ends,
+  // one table per token count of a run (the input_ids / inp_tokens parameter's elements: a decode
+  // step and a prompt chunk apart); 2: matmuls by weight type and shape.
   bool profile = false, profile_detail = false;
-  std::map<std::string, std::pair<double, int64_t>> profile_ops;
-  int64_t profile_runs = 0;
+  struct ProfileTable {
+    std::map<std::string, std::pair<double, int64_t>> ops;  // key -> (seconds, calls)
+    int64_t runs = 0;
+  };
+  std::map<int64_t, ProfileTable> profile_tables;  // by tokens per run (-1: no token parameter)
+  int token_param = -1;                            // index of input_ids / inp_tokens, if any
 
   Status compile(const ir::Model& m);
   // Plan fusions (executor_fusions.cpp), after the matmul groups.

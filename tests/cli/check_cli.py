@@ -12,6 +12,7 @@ Models that are absent are skipped with the reason from models/<name>.missing.
 """
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -174,6 +175,12 @@ def run_and_chat(ggflow, root, shared):
         check(r.returncode == 0 and [x["test"] for x in recs] == ["pp8 @ d40", "tg4 @ d40"]
               and all(x["n_depth"] == 40 and x["avg_ts"] > 0 for x in recs),
               "bench -d 40 --kv-type f16: pp and tg after 40 tokens of context, llama-bench's test names")
+        r = subprocess.run([str(ggflow), "bench", "-m", str(stories), "-p", "8", "-n", "4", "-r", "1", "-d", "40"],
+                           capture_output=True, env=dict(os.environ, GGFLOW_PROFILE="1"))
+        tables = re.findall(rb"ggflow profile: (\d+) runs of (\d+) tokens?,", r.stderr)
+        check(r.returncode == 0 and (b"1" in [t for _, t in tables]) and (b"8" in [t for _, t in tables])
+              and b"PagedAttention" in r.stderr,
+              "GGFLOW_PROFILE=1 bench -d 40: one profile table per token count (decode steps apart from prompt chunks)")
         r = run(ggflow, "bench", "-m", stories, "-p", "8", "-n", "0", "-r", "1", "--kv-type", "q4_0")
         check(r.returncode == 1 and b"f32, f16 or q8_0" in r.stderr, "bench --kv-type q4_0: refused, naming f32, f16 and q8_0")
         r = run(ggflow, "run", "-m", stories, "-p", "Once", "--kv-type", "q8_0")
