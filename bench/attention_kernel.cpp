@@ -44,8 +44,9 @@ struct Heads {
   int64_t hk, hq, s;
 };
 
-// The caches' memory: 2 MiB-aligned and advised for transparent huge pages (as the runtime's KV
-// pool, ir::Tensor::reserve), so that "cold" measures DRAM, not page walks.
+// The caches' memory: 2 MiB-aligned and advised for transparent huge pages, so that "cold" measures
+// DRAM, not page walks. The runtime's KV pool (ir::Tensor::reserve) is not advised: where THP is
+// "madvise" it has 4 KiB pages, what GGFLOW_BENCH_SMALL_PAGES=1 measures.
 template <class T>
 struct HugeAlloc {
   using value_type = T;
