@@ -14,6 +14,7 @@
 
 #include <cstddef>
 #include <cstring>
+#include <span>
 
 #include "cpu/kernels/matmul_packed.h"
 #include "cpu/kernels/quant_act.h"
@@ -436,11 +437,11 @@ void tile_q6k(const uint8_t* G, int h, int64_t nb, const uint8_t* X, size_t xrb,
 
 using TileK = void (*)(const uint8_t*, int, int64_t, const uint8_t*, size_t, float*, int64_t, __m256i, Prefetch);
 
-// The super-block types: tiles[k] runs k+1 tokens (up to `widest`) of a half; 4 pf.step() per
+// The super-block types: tiles[k] runs k+1 tokens (up to tiles.size()) of a half; 4 pf.step() per
 // super-block.
-void gemm_k(const TileK* tiles, int widest, size_t block_bytes, const uint8_t* P, int64_t K, const uint8_t* X,
+void gemm_k(std::span<const TileK> tiles, size_t block_bytes, const uint8_t* P, int64_t K, const uint8_t* X,
             size_t xrb, int64_t T, float* C, int64_t ldc, int64_t n0, int64_t n1) {
-  const int64_t nb = K / 256;
+  const int64_t nb = K / 256, widest = static_cast<int64_t>(tiles.size());
   for_halves(P, static_cast<size_t>(nb) * block_bytes, 4 * nb, C, n0, n1,
              [&](const uint8_t* G, int h, __m256i mask, float* c0, Prefetch first, Prefetch later) {
                for (int64_t t0 = 0; t0 < T; t0 += widest)
@@ -462,12 +463,12 @@ bool matmul_packed_avx2(GgmlType t, const uint8_t* P, int64_t K, const uint8_t* 
     case GgmlType::Q4_K: {
       static constexpr TileK q4k[8] = {tile_q4k<1>, tile_q4k<2>, tile_q4k<3>, tile_q4k<4>,
                                        tile_q4k<5>, tile_q4k<6>, tile_q4k<7>, tile_q4k<8>};
-      gemm_k(q4k, 8, kQ4kBytes, P, K, X, xrb, T, C, ldc, n0, n1);
+      gemm_k(q4k, kQ4kBytes, P, K, X, xrb, T, C, ldc, n0, n1);
       return true;
     }
     case GgmlType::Q6_K: {
       static constexpr TileK q6k[4] = {tile_q6k<1>, tile_q6k<2>, tile_q6k<3>, tile_q6k<4>};
-      gemm_k(q6k, 4, kQ6kBytes, P, K, X, xrb, T, C, ldc, n0, n1);
+      gemm_k(q6k, kQ6kBytes, P, K, X, xrb, T, C, ldc, n0, n1);
       return true;
     }
     default: return false;
