@@ -397,12 +397,18 @@ void tile_q6k(const uint8_t* G, int h, int64_t nb, const uint8_t* X, size_t xrb,
     const uint8_t* a0 = X + b * sizeof(BlockQA256);
     __m256i isum[TT];
     for (int t = 0; t < TT; ++t) isum[t] = _mm256_setzero_si256();
+    // Unrolled whole (constant offsets): rolled, GCC computes the dword indices in scalar
+    // registers and spills them, about as many uops as the vector work.
+#pragma GCC unroll 2
     for (int g = 0; g < 2; ++g)
+#pragma GCC unroll 4
       for (int Q = 0; Q < 4; ++Q) {  // ql dwords 16g+4Q..: sub-blocks 8g+Q (low nibbles) and 8g+4+Q (high)
         if (Q % 2 == 0) pf.step();
+#pragma GCC unroll 2
         for (int hi = 0; hi < 2; ++hi) {
           __m256i s0[TT], s1[TT];  // dwords 0-1 and 2-3 of the sub-block
           for (int t = 0; t < TT; ++t) s0[t] = s1[t] = _mm256_setzero_si256();
+#pragma GCC unroll 4
           for (int k = 0; k < 4; ++k) {
             const int i = 4 * Q + k;
             const __m256i raw = ld256(p + 288 + 64 * (16 * g + i) + 32 * h);
