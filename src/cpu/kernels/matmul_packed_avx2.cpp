@@ -230,6 +230,26 @@ void for_halves(const uint8_t* P, size_t group_bytes, int64_t steps, float* C, i
   }
 }
 
+// One token over whole groups: f(G, masks of its two halves, its first row, a prefetch of the
+// next group spread over `steps` pf.step() calls).
+template <class F>
+void for_groups(const uint8_t* P, size_t group_bytes, int64_t steps, int64_t n0, int64_t n1, F&& f) {
+  const int per = static_cast<int>((static_cast<int64_t>(group_bytes / 64) + steps) / steps);
+  const uint8_t* end = P + static_cast<size_t>((n1 + 15) / 16) * group_bytes;
+  SidePrefetch* side = &side_prefetch();
+  const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  for (int64_t n = n0; n < n1; n += 16) {
+    const uint8_t* G = P + static_cast<size_t>(n / 16) * group_bytes;
+    __m256i mask[2];
+    for (int h = 0; h < 2; ++h) {
+      const int64_t left = n1 - n - 8 * h;
+      mask[h] = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(left < 0 ? 0 : left > 8 ? 8 : left)), lanes);
+    }
+    const uint8_t* next = G + group_bytes;
+    f(G, mask, n, Prefetch{next, next + group_bytes < end ? next + group_bytes : end, per, side});
+  }
+}
+
 template <class Tr>
 void gemm(const uint8_t* P, int64_t K, const uint8_t* X, size_t xrb, int64_t T, float* C, int64_t ldc, int64_t n0,
           int64_t n1) {
@@ -351,6 +371,50 @@ void tile_q4k(const uint8_t* G, int h, int64_t nb, const uint8_t* X, size_t xrb,
   for (int t = 0; t < TT; ++t) _mm256_maskstore_ps(C + t * ldc, mask, acc[t]);
 }
 
+// Q4_K, one token, both halves of a group in one pass: the same operations per lane as
+// tile_q4k<1>, but each 64-byte code line is read whole at once (and each activation dword
+// broadcast once for 16 rows), so a decode step streams the group's lines in order.
+void group_q4k(const uint8_t* G, int64_t nb, const uint8_t* x, float* c, const __m256i* mask, Prefetch pf) {
+  __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+  const __m256i m4 = _mm256_set1_epi8(0x0F);
+  for (int64_t b = 0; b < nb; ++b) {
+    const uint8_t* p = G + b * kQ4kBytes;
+    const uint8_t* codes = p + 256;
+    const uint8_t* a0 = x + b * sizeof(BlockQA256);
+    __m256i isum[2] = {_mm256_setzero_si256(), _mm256_setzero_si256()};
+    for (int pr = 0; pr < 4; ++pr) {
+      pf.step();
+      __m256i slo[2], shi[2];
+      for (int h = 0; h < 2; ++h) slo[h] = shi[h] = _mm256_setzero_si256();
+      for (int i = 0; i < 8; ++i) {
+        const uint8_t* q = a0 + kQ + 64 * pr + 4 * i;
+        const __m256i xl = bcast(q), xh = bcast(q + 32);
+        for (int h = 0; h < 2; ++h) {
+          const __m256i raw = ld256(codes + 64 * (8 * pr + i) + 32 * h);
+          const __m256i lo = _mm256_and_si256(raw, m4), hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m4);
+          slo[h] = _mm256_add_epi16(slo[h], _mm256_maddubs_epi16(lo, xl));
+          shi[h] = _mm256_add_epi16(shi[h], _mm256_maddubs_epi16(hi, xh));
+        }
+      }
+      for (int h = 0; h < 2; ++h) {
+        const __m256i S[3] = {ld256(p + 64 + 32 * h), ld256(p + 128 + 32 * h), ld256(p + 192 + 32 * h)};
+        const __m256i sc0 = q4k_pair16<false>(S, 2 * pr), sc1 = q4k_pair16<false>(S, 2 * pr + 1);
+        isum[h] = _mm256_add_epi32(isum[h], _mm256_add_epi32(_mm256_madd_epi16(slo[h], sc0), _mm256_madd_epi16(shi[h], sc1)));
+      }
+    }
+    const __m256 DA = _mm256_set1_ps(ldf(a0));
+    for (int h = 0; h < 2; ++h) {
+      const __m256i S[3] = {ld256(p + 64 + 32 * h), ld256(p + 128 + 32 * h), ld256(p + 192 + 32 * h)};
+      __m256i msum = _mm256_setzero_si256();
+      for (int j = 0; j < 8; ++j) msum = _mm256_add_epi32(msum, _mm256_madd_epi16(q4k_pair16<true>(S, j), bcast(a0 + kBsums + 4 * j)));
+      const __m256 D = half8(p + 16 * h), DMIN = half8(p + 32 + 16 * h);
+      acc[h] = _mm256_fmadd_ps(_mm256_mul_ps(D, DA), _mm256_cvtepi32_ps(isum[h]), acc[h]);
+      acc[h] = _mm256_fnmadd_ps(_mm256_mul_ps(DMIN, DA), _mm256_cvtepi32_ps(msum), acc[h]);
+    }
+  }
+  for (int h = 0; h < 2; ++h) _mm256_maskstore_ps(c + 8 * h, mask[h], acc[h]);
+}
+
 // ================================ Q6_K ================================
 // A packed Q6_K group block (3360 bytes, matmul_packed.h): d[16] @0, scale pairs @32 + 32p (row r:
 // int8 scales 2p, 2p+1 at +2r), ql dword c = 16g + i @288 + 64c (low nibbles: elements 128g + 4i..,
@@ -467,6 +531,11 @@ bool matmul_packed_avx2(GgmlType t, const uint8_t* P, int64_t K, const uint8_t* 
     case GgmlType::Q5_1: gemm<PQ5_1>(P, K, X, xrb, T, C, ldc, n0, n1); return true;
     case GgmlType::Q8_0: gemm<PQ8_0>(P, K, X, xrb, T, C, ldc, n0, n1); return true;
     case GgmlType::Q4_K: {
+      if (T == 1) {  // decode: whole groups
+        for_groups(P, static_cast<size_t>(K / 256) * kQ4kBytes, 4 * (K / 256), n0, n1,
+                   [&](const uint8_t* G, const __m256i* mask, int64_t n, Prefetch pf) { group_q4k(G, K / 256, X, C + n, mask, pf); });
+        return true;
+      }
       static constexpr TileK q4k[8] = {tile_q4k<1>, tile_q4k<2>, tile_q4k<3>, tile_q4k<4>,
                                        tile_q4k<5>, tile_q4k<6>, tile_q4k<7>, tile_q4k<8>};
       gemm_k(q4k, kQ4kBytes, P, K, X, xrb, T, C, ldc, n0, n1);
