@@ -208,6 +208,17 @@ void lane_tiles(const uint8_t* G, int h, int64_t nb, const uint8_t* X, size_t xr
   }
 }
 
+// Lanes [0, rows) of a half, rows clipped to [0, 8].
+inline __m256i rows_mask(int64_t rows) {
+  const int r = static_cast<int>(rows < 0 ? 0 : rows > 8 ? 8 : rows);
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(r), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+// The pf.step() calls of a pass fetch `bytes` from `next` (not past `end`) over `steps` calls.
+inline Prefetch prefetch_span(const uint8_t* next, size_t bytes, const uint8_t* end, int64_t steps, SidePrefetch* side) {
+  const int per = static_cast<int>((static_cast<int64_t>(bytes / 64) + steps) / steps);
+  return Prefetch{next, next + bytes < end ? next + bytes : end, per, side};
+}
+
 // Calls f(G, h, mask, c0, first, later) for each 8-row half h of the groups that cover [n0, n1):
 // G the group (group_bytes), mask its real rows, c0 = C + its first row, and two prefetches of
 // half h's share of the next group, spread over `steps` pf.step() calls of a pass: `first` for the
@@ -215,17 +226,13 @@ void lane_tiles(const uint8_t* G, int h, int64_t nb, const uint8_t* X, size_t xr
 template <class F>
 void for_halves(const uint8_t* P, size_t group_bytes, int64_t steps, float* C, int64_t n0, int64_t n1, F&& f) {
   const size_t half_bytes = group_bytes / 2;
-  const int per = static_cast<int>((static_cast<int64_t>(half_bytes / 64) + steps) / steps);
   const uint8_t* end = P + static_cast<size_t>((n1 + 15) / 16) * group_bytes;
   SidePrefetch* side = &side_prefetch();
   for (int64_t n = n0; n < n1; n += 16) {
     const uint8_t* G = P + static_cast<size_t>(n / 16) * group_bytes;
     for (int h = 0; h < 2 && n + 8 * h < n1; ++h) {
-      const int cnt = static_cast<int>(n1 - n - 8 * h < 8 ? n1 - n - 8 * h : 8);
-      const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(cnt), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-      const uint8_t* next = G + group_bytes + h * half_bytes;
-      const uint8_t* next_end = next + half_bytes < end ? next + half_bytes : end;
-      f(G, h, mask, C + n + 8 * h, Prefetch{next, next_end, per, side}, Prefetch{next, next, per, side});
+      const Prefetch first = prefetch_span(G + group_bytes + h * half_bytes, half_bytes, end, steps, side);
+      f(G, h, rows_mask(n1 - n - 8 * h), C + n + 8 * h, first, Prefetch{first.p, first.p, first.per, side});
     }
   }
 }
@@ -234,19 +241,12 @@ void for_halves(const uint8_t* P, size_t group_bytes, int64_t steps, float* C, i
 // next group spread over `steps` pf.step() calls).
 template <class F>
 void for_groups(const uint8_t* P, size_t group_bytes, int64_t steps, int64_t n0, int64_t n1, F&& f) {
-  const int per = static_cast<int>((static_cast<int64_t>(group_bytes / 64) + steps) / steps);
   const uint8_t* end = P + static_cast<size_t>((n1 + 15) / 16) * group_bytes;
   SidePrefetch* side = &side_prefetch();
-  const __m256i lanes = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   for (int64_t n = n0; n < n1; n += 16) {
     const uint8_t* G = P + static_cast<size_t>(n / 16) * group_bytes;
-    __m256i mask[2];
-    for (int h = 0; h < 2; ++h) {
-      const int64_t left = n1 - n - 8 * h;
-      mask[h] = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(left < 0 ? 0 : left > 8 ? 8 : left)), lanes);
-    }
-    const uint8_t* next = G + group_bytes;
-    f(G, mask, n, Prefetch{next, next + group_bytes < end ? next + group_bytes : end, per, side});
+    const __m256i mask[2] = {rows_mask(n1 - n), rows_mask(n1 - n - 8)};
+    f(G, mask, n, prefetch_span(G + group_bytes, group_bytes, end, steps, side));
   }
 }
 
